@@ -1,0 +1,90 @@
+//! Timer entries, their keys, and the intrusive doubly linked lists that chain them into buckets.
+
+use slab::Slab;
+
+/// Slab index meaning "no entry" at the end of a list.
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// Bucket id of the list of entries that are already due but not yet handed out.
+pub(crate) const DUE: u32 = u32::MAX;
+
+/// A handle to an entry in a [`Wheel`](super::Wheel).
+///
+/// The generation makes keys unique for the lifetime of the wheel: once an entry is removed or
+/// expires its key never matches again, even after the slab slot is reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Key {
+    pub(crate) index: u32,
+    pub(crate) generation: u64,
+}
+
+/// One pending timer: its deadline, its place in a list, and the caller's value.
+#[derive(Debug)]
+pub(crate) struct Entry<T> {
+    /// The tick at or after which the entry may expire. May be later than the bucket it sits
+    /// in (a lazy reschedule), never earlier than that bucket's expiration.
+    pub(crate) deadline: u64,
+    pub(crate) generation: u64,
+    pub(crate) prev: u32,
+    pub(crate) next: u32,
+    /// `level << LEVEL_SHIFT | slot`, or [`DUE`].
+    pub(crate) bucket: u32,
+    pub(crate) value: T,
+}
+
+/// The head (and tail, for the due list) of a list of entries.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct List {
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
+}
+
+impl List {
+    pub(crate) const EMPTY: List = List {
+        head: NIL,
+        tail: NIL,
+    };
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+
+    /// Appends `idx` at the tail (FIFO order).
+    pub(crate) fn push_back<T>(&mut self, entries: &mut Slab<Entry<T>>, idx: u32, bucket: u32) {
+        let e = &mut entries[idx as usize];
+        e.bucket = bucket;
+        e.next = NIL;
+        e.prev = self.tail;
+        if self.tail == NIL {
+            self.head = idx;
+        } else {
+            entries[self.tail as usize].next = idx;
+        }
+        self.tail = idx;
+    }
+
+    /// Unlinks `idx`, which must be on this list.
+    pub(crate) fn unlink<T>(&mut self, entries: &mut Slab<Entry<T>>, idx: u32) {
+        let (prev, next) = {
+            let e = &entries[idx as usize];
+            (e.prev, e.next)
+        };
+        if prev == NIL {
+            debug_assert_eq!(self.head, idx);
+            self.head = next;
+        } else {
+            entries[prev as usize].next = next;
+        }
+        if next == NIL {
+            debug_assert_eq!(self.tail, idx);
+            self.tail = prev;
+        } else {
+            entries[next as usize].prev = prev;
+        }
+    }
+
+    /// Takes the whole list, leaving this one empty.
+    pub(crate) fn take(&mut self) -> List {
+        std::mem::replace(self, List::EMPTY)
+    }
+}

@@ -1,0 +1,462 @@
+//! The pure hierarchical timing wheel (Kafka-style): no tokio, no `std::time`; time is `u64` ticks.
+//!
+//! Level 0 has `wheel_size` buckets one tick wide; level `k + 1`'s tick is level `k`'s whole span.
+//! Levels are created lazily, bottom-up, when a deadline needs them, and released again by
+//! [`Wheel::poll`] once they are empty. An entry goes to the lowest level whose window (seen from
+//! the wheel's current time) holds its deadline; every bucket therefore holds entries of exactly
+//! one expiration (the start of its slot).
+//!
+//! Every non-empty bucket has an item `(expiration, bucket)` in a min-heap, the delay queue, so
+//! advancing time visits only buckets that hold something: an entry one hour away costs at most
+//! one heap pop per level on its way down, however many ticks lie in between. Entries live in a
+//! [`slab::Slab`] and are chained into their bucket through slab indices, so insert, remove and
+//! reschedule are O(1), plus O(log B) for a bucket's first heap push.
+
+mod entry;
+mod level;
+mod queue;
+
+#[cfg(test)]
+mod naive;
+#[cfg(test)]
+mod tests;
+
+use slab::Slab;
+
+pub(crate) use self::entry::Key;
+use self::entry::{Entry, List, DUE, NIL};
+pub(crate) use self::level::MAX_WHEEL_SIZE;
+use self::level::{level_for, max_levels, slot_for, tick_shift, Level, LEVEL_SHIFT};
+use self::queue::DelayQueue;
+
+/// The slab is shrunk when the wheel empties and holds more than this many vacant slots.
+const SHRINK_THRESHOLD: usize = 4096;
+
+/// Counters of the wheel's internal work, for metrics and tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stats {
+    /// Entries re-filed into a lower level when their bucket expired (including lazily
+    /// rescheduled entries re-filed at their old bucket's expiration).
+    pub(crate) cascades: u64,
+    /// Buckets flushed (live heap items popped).
+    pub(crate) flushes: u64,
+    /// Items pushed into the delay queue.
+    pub(crate) heap_pushes: u64,
+    /// Items popped from the delay queue, live or stale.
+    pub(crate) heap_pops: u64,
+}
+
+/// An entry handed out by [`Wheel::poll`].
+#[derive(Debug)]
+#[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+pub(crate) struct Expired<T> {
+    pub(crate) key: Key,
+    pub(crate) deadline: u64,
+    pub(crate) value: T,
+}
+
+/// The wheel holds as many entries as a slab index can name; the value is handed back.
+#[derive(Debug)]
+pub(crate) struct Full<T>(pub(crate) T);
+
+/// A hierarchical timing wheel holding values of type `T`.
+#[derive(Debug)]
+pub(crate) struct Wheel<T> {
+    entries: Slab<Entry<T>>,
+    levels: Vec<Level>,
+    queue: DelayQueue,
+    /// Entries whose deadline is at or before `now`, waiting to be handed out (FIFO).
+    due: List,
+    /// The wheel's current time: the latest time it was advanced to.
+    now: u64,
+    /// log2(wheel_size).
+    shift: u32,
+    mask: u64,
+    next_generation: u64,
+    stats: Stats,
+}
+
+impl<T> Wheel<T> {
+    /// A wheel of `wheel_size` buckets per level, starting at tick 0.
+    ///
+    /// # Panics
+    ///
+    /// If `wheel_size` is not a power of two in `2..=MAX_WHEEL_SIZE`.
+    pub(crate) fn new(wheel_size: usize) -> Self {
+        assert!(
+            wheel_size.is_power_of_two() && (2..=MAX_WHEEL_SIZE).contains(&wheel_size),
+            "wheel size must be a power of two in 2..={MAX_WHEEL_SIZE}, got {wheel_size}"
+        );
+        Wheel {
+            entries: Slab::new(),
+            levels: Vec::new(),
+            queue: DelayQueue::default(),
+            due: List::EMPTY,
+            now: 0,
+            shift: wheel_size.trailing_zeros(),
+            mask: wheel_size as u64 - 1,
+            next_generation: 1,
+            stats: Stats::default(),
+        }
+    }
+
+    /// The wheel's current time in ticks.
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    pub(crate) fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Number of pending entries (including due ones not yet handed out).
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Number of levels currently allocated.
+    pub(crate) fn levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Slab capacity, in entries.
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    pub(crate) fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Inserts `value` to expire at `deadline` (in ticks). A deadline at or before the wheel's
+    /// time comes out on the next [`poll`](Self::poll); `u64::MAX` waits until time reaches it.
+    pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Result<Key, Full<T>> {
+        if self.entries.len() >= NIL as usize {
+            return Err(Full(value));
+        }
+        let generation = self.next_generation;
+        self.next_generation += 1;
+        let idx = self.entries.insert(Entry {
+            deadline,
+            generation,
+            prev: NIL,
+            next: NIL,
+            bucket: NIL,
+            value,
+        }) as u32;
+        self.link(idx);
+        Ok(Key {
+            index: idx,
+            generation,
+        })
+    }
+
+    /// Removes the entry, returning its value; `None` if the key is stale (removed or expired).
+    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
+        self.check(key)?;
+        self.unlink(key.index);
+        let entry = self.entries.remove(key.index as usize);
+        if self.entries.is_empty() {
+            self.on_empty();
+        }
+        Some(entry.value)
+    }
+
+    /// Whether `key` names a pending entry.
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    pub(crate) fn contains(&self, key: Key) -> bool {
+        self.check(key).is_some()
+    }
+
+    /// The deadline of a pending entry.
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    pub(crate) fn deadline(&self, key: Key) -> Option<u64> {
+        self.check(key)?;
+        Some(self.entries[key.index as usize].deadline)
+    }
+
+    /// A mutable reference to a pending entry's value.
+    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+        self.check(key)?;
+        Some(&mut self.entries[key.index as usize].value)
+    }
+
+    /// Moves a pending entry to `deadline`; `false` if the key is stale.
+    ///
+    /// A deadline that is still at or after the expiration of the entry's current bucket costs
+    /// no relink now: the entry is re-filed when that bucket expires. An earlier one relinks.
+    pub(crate) fn reschedule(&mut self, key: Key, deadline: u64) -> bool {
+        if self.check(key).is_none() {
+            return false;
+        }
+        let idx = key.index;
+        let bucket = self.entries[idx as usize].bucket;
+        let stays = if bucket == DUE {
+            deadline <= self.now
+        } else {
+            let (level, slot) = split(bucket);
+            deadline >= self.levels[level].buckets[slot].expiration
+        };
+        if stays {
+            self.entries[idx as usize].deadline = deadline;
+        } else {
+            self.unlink(idx);
+            self.entries[idx as usize].deadline = deadline;
+            self.link(idx);
+        }
+        true
+    }
+
+    /// The tick at which [`poll`](Self::poll) next has work: the earliest bucket expiration, or
+    /// the wheel's current time when entries are already due. `None` when the wheel holds no
+    /// bucket at all. It may name a bucket that has since been emptied (one wasted poll).
+    pub(crate) fn next_expiration(&self) -> Option<u64> {
+        if !self.due.is_empty() {
+            return Some(self.now);
+        }
+        self.queue.peek().map(|(exp, _)| exp)
+    }
+
+    /// Hands out the next entry whose deadline is at or before `now`, in deadline order, or
+    /// returns `None` once there is none, leaving the wheel's time at `now` (time never goes
+    /// back). Expired higher-level buckets cascade their entries down on the way.
+    pub(crate) fn poll(&mut self, now: u64) -> Option<Expired<T>> {
+        loop {
+            if self.due.head != NIL {
+                let idx = self.due.head;
+                self.due.unlink(&mut self.entries, idx);
+                let entry = self.entries.remove(idx as usize);
+                if self.entries.is_empty() {
+                    self.on_empty();
+                }
+                return Some(Expired {
+                    key: Key {
+                        index: idx,
+                        generation: entry.generation,
+                    },
+                    deadline: entry.deadline,
+                    value: entry.value,
+                });
+            }
+            let Some((expiration, bucket)) = self.queue.pop_due(now) else {
+                self.now = self.now.max(now);
+                self.trim_levels();
+                return None;
+            };
+            self.stats.heap_pops += 1;
+            self.flush(expiration, bucket);
+        }
+    }
+
+    /// Hands out every entry whose deadline is at or before `now` (see [`poll`](Self::poll)).
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    pub(crate) fn advance(&mut self, now: u64) -> Advance<'_, T> {
+        Advance { wheel: self, now }
+    }
+
+    /// Removes every entry, returning the values, and resets the wheel (its time is kept).
+    pub(crate) fn drain_all(&mut self) -> Vec<T> {
+        let entries = std::mem::take(&mut self.entries);
+        self.levels.clear();
+        self.queue.clear();
+        self.due = List::EMPTY;
+        entries.into_iter().map(|(_, e)| e.value).collect()
+    }
+
+    /// Gives back memory held beyond what the pending entries need: the slab when empty, the
+    /// delay queue's spare capacity and empty top levels.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        if self.entries.is_empty() {
+            self.entries = Slab::new();
+        } else {
+            self.entries.shrink_to_fit();
+        }
+        self.queue.shrink_to_fit();
+        self.trim_levels();
+        self.levels.shrink_to_fit();
+    }
+
+    fn check(&self, key: Key) -> Option<()> {
+        match self.entries.get(key.index as usize) {
+            Some(e) if e.generation == key.generation => Some(()),
+            _ => None,
+        }
+    }
+
+    /// Files entry `idx` by its deadline, relative to the wheel's current time.
+    fn link(&mut self, idx: u32) {
+        let deadline = self.entries[idx as usize].deadline;
+        if deadline <= self.now {
+            self.due.push_back(&mut self.entries, idx, DUE);
+            return;
+        }
+        let level = level_for(self.now, deadline, self.shift);
+        while self.levels.len() <= level {
+            self.levels.push(Level::new(1 << self.shift));
+        }
+        let s = tick_shift(level, self.shift).expect("level_for stays within the u64 range");
+        let (slot, expiration) = slot_for(deadline, s, self.mask);
+        let id = ((level as u32) << LEVEL_SHIFT) | slot as u32;
+        let lvl = &mut self.levels[level];
+        lvl.len += 1;
+        let b = &mut lvl.buckets[slot];
+        if !(b.queued && b.expiration == expiration) {
+            debug_assert!(b.list.is_empty(), "a non-empty bucket has one expiration");
+            b.expiration = expiration;
+            b.queued = true;
+            self.queue.push(expiration, id);
+            self.stats.heap_pushes += 1;
+        }
+        b.list.push_back(&mut self.entries, idx, id);
+    }
+
+    fn unlink(&mut self, idx: u32) {
+        let bucket = self.entries[idx as usize].bucket;
+        if bucket == DUE {
+            self.due.unlink(&mut self.entries, idx);
+        } else {
+            let (level, slot) = split(bucket);
+            let lvl = &mut self.levels[level];
+            lvl.len -= 1;
+            lvl.buckets[slot].list.unlink(&mut self.entries, idx);
+        }
+    }
+
+    /// Processes a popped heap item: skips it if stale, else steps time to its expiration and
+    /// moves the bucket's entries to the due list or cascades them to a lower level.
+    fn flush(&mut self, expiration: u64, bucket: u32) {
+        let (level, slot) = split(bucket);
+        let Some(lvl) = self.levels.get_mut(level) else {
+            return; // the level was released since: stale
+        };
+        let b = &mut lvl.buckets[slot];
+        if !(b.queued && b.expiration == expiration) {
+            return; // stale
+        }
+        b.queued = false;
+        let mut list = b.list.take();
+        self.stats.flushes += 1;
+        self.now = self.now.max(expiration);
+        while list.head != NIL {
+            let idx = list.head;
+            list.unlink(&mut self.entries, idx);
+            self.levels[level].len -= 1;
+            if self.entries[idx as usize].deadline <= self.now {
+                self.due.push_back(&mut self.entries, idx, DUE);
+            } else {
+                self.stats.cascades += 1;
+                self.link(idx);
+            }
+        }
+    }
+
+    /// The wheel just became empty: every heap item is stale, drop them all now so that an idle
+    /// wheel reports no next expiration, and give back a large slab.
+    fn on_empty(&mut self) {
+        for (_, bucket) in self.queue.iter() {
+            let (level, slot) = split(bucket);
+            if let Some(lvl) = self.levels.get_mut(level) {
+                lvl.buckets[slot].queued = false;
+            }
+        }
+        self.queue.clear();
+        if self.entries.capacity() > SHRINK_THRESHOLD {
+            self.entries = Slab::new();
+        }
+    }
+
+    /// Releases empty levels at the top: the wheel holds no more levels than its furthest
+    /// entry needs.
+    fn trim_levels(&mut self) {
+        while self.levels.last().is_some_and(|l| l.len == 0) {
+            self.levels.pop();
+        }
+    }
+
+    /// Checks every structural invariant; panics on the first violation. O(entries + buckets).
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    pub(crate) fn assert_invariants(&self) {
+        assert!(
+            self.levels.len() <= max_levels(self.shift),
+            "too many levels"
+        );
+        let live: std::collections::HashSet<(u64, u32)> = self.queue.iter().collect();
+        let mut linked = 0;
+        // Due list: consistent links, every deadline already reached.
+        linked += self.check_list(&self.due, DUE, |d| {
+            assert!(d <= self.now, "due entry {d} after now {}", self.now)
+        });
+        for (k, lvl) in self.levels.iter().enumerate() {
+            let s = tick_shift(k, self.shift).expect("level within range");
+            let mut in_level = 0;
+            for (slot, b) in lvl.buckets.iter().enumerate() {
+                let id = ((k as u32) << LEVEL_SHIFT) | slot as u32;
+                let n = self.check_list(&b.list, id, |d| {
+                    assert!(
+                        d >= b.expiration,
+                        "entry {d} before its bucket {}",
+                        b.expiration
+                    )
+                });
+                if n > 0 {
+                    assert!(b.queued, "non-empty bucket {k}/{slot} is not queued");
+                    assert!(b.expiration >= self.now, "bucket behind the wheel's time");
+                    assert_eq!(slot_for(b.expiration, s, self.mask), (slot, b.expiration));
+                }
+                if b.queued {
+                    assert!(
+                        live.contains(&(b.expiration, id)),
+                        "queued bucket not in heap"
+                    );
+                }
+                in_level += n;
+            }
+            assert_eq!(in_level, lvl.len, "level {k} count");
+            linked += in_level;
+        }
+        assert_eq!(linked, self.entries.len(), "entries reachable from lists");
+        assert!(self.queue.len() <= 2 * (self.levels.len().max(1) << self.shift) + 1);
+    }
+
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    fn check_list(&self, list: &List, id: u32, check_deadline: impl Fn(u64)) -> usize {
+        let (mut n, mut prev, mut idx) = (0, NIL, list.head);
+        while idx != NIL {
+            let e = &self.entries[idx as usize];
+            assert_eq!(e.bucket, id, "entry in the wrong list");
+            assert_eq!(e.prev, prev, "broken prev link");
+            check_deadline(e.deadline);
+            n += 1;
+            prev = idx;
+            idx = e.next;
+        }
+        assert_eq!(list.tail, prev, "broken tail");
+        n
+    }
+}
+
+/// Iterator returned by [`Wheel::advance`].
+#[derive(Debug)]
+#[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+pub(crate) struct Advance<'a, T> {
+    wheel: &'a mut Wheel<T>,
+    now: u64,
+}
+
+impl<T> Iterator for Advance<'_, T> {
+    type Item = Expired<T>;
+
+    fn next(&mut self) -> Option<Expired<T>> {
+        self.wheel.poll(self.now)
+    }
+}
+
+fn split(bucket: u32) -> (usize, usize) {
+    (
+        (bucket >> LEVEL_SHIFT) as usize,
+        (bucket & ((1 << LEVEL_SHIFT) - 1)) as usize,
+    )
+}

@@ -1,0 +1,400 @@
+//! Deterministic unit tests of the wheel, and a proptest against the naive model.
+
+use proptest::prelude::*;
+
+use super::naive::Naive;
+use super::{Key, Wheel};
+
+/// Polls everything due at `now`, checking invariants after each step.
+fn drain(wheel: &mut Wheel<u64>, now: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    while let Some(e) = wheel.poll(now) {
+        wheel.assert_invariants();
+        out.push((e.deadline, e.value));
+    }
+    wheel.assert_invariants();
+    out
+}
+
+/// Advances one tick at a time from the wheel's time to `to`, recording the tick of each expiry.
+fn tick_to(wheel: &mut Wheel<u64>, to: u64) -> Vec<(u64, u64, u64)> {
+    let mut fired = Vec::new();
+    for t in wheel.now()..=to {
+        for (d, v) in drain(wheel, t) {
+            fired.push((t, d, v));
+        }
+    }
+    fired
+}
+
+/// Runs like the driver: jump to the next expiration until `value` comes out; returns the tick
+/// it came out at and the number of heap pops it took.
+fn jump_until_fired(wheel: &mut Wheel<u64>) -> (u64, u64) {
+    let pops = wheel.stats().heap_pops;
+    loop {
+        let t = wheel.next_expiration().expect("an entry is pending");
+        if let Some(e) = wheel.poll(t) {
+            assert!(wheel.poll(t).is_none());
+            assert!(e.deadline <= t);
+            return (t, wheel.stats().heap_pops - pops);
+        }
+    }
+}
+
+#[test]
+fn level_boundaries_size_64() {
+    for (deadline, levels) in [(1, 1), (63, 1), (64, 2), (4095, 2), (4096, 3), (262_143, 3)] {
+        let mut w = Wheel::new(64);
+        let key = w.insert(deadline, deadline).unwrap();
+        assert_eq!(w.levels(), levels, "deadline {deadline}");
+        w.assert_invariants();
+        assert!(
+            drain(&mut w, deadline - 1).is_empty(),
+            "early at {deadline}"
+        );
+        assert_eq!(drain(&mut w, deadline), vec![(deadline, deadline)]);
+        assert!(!w.contains(key));
+        assert!(w.is_empty());
+    }
+}
+
+#[test]
+fn boundaries_fire_on_their_tick_when_stepping() {
+    let mut w = Wheel::new(64);
+    for d in [63, 64, 65, 4095, 4096, 4097] {
+        w.insert(d, d).unwrap();
+    }
+    let fired = tick_to(&mut w, 5000);
+    let expected: Vec<_> = [63, 64, 65, 4095, 4096, 4097]
+        .into_iter()
+        .map(|d| (d, d, d))
+        .collect();
+    assert_eq!(fired, expected);
+}
+
+#[test]
+fn overflow_level_is_created_once_and_reused() {
+    let mut w = Wheel::new(64);
+    w.insert(100, 1).unwrap();
+    assert_eq!(w.levels(), 2);
+    w.insert(200, 2).unwrap();
+    w.insert(4000, 3).unwrap();
+    assert_eq!(w.levels(), 2, "same overflow level reused");
+    w.insert(5000, 4).unwrap();
+    assert_eq!(w.levels(), 3);
+    w.assert_invariants();
+    assert_eq!(drain(&mut w, 5000).len(), 4);
+    // Empty levels are released once time has moved on.
+    assert_eq!(w.levels(), 0);
+}
+
+#[test]
+fn levels_are_released_when_the_furthest_entry_goes() {
+    let mut w = Wheel::new(64);
+    w.insert(10, 1).unwrap();
+    let far = w.insert(1 << 30, 2).unwrap();
+    assert_eq!(w.levels(), 6);
+    w.remove(far).unwrap();
+    assert!(drain(&mut w, 5).is_empty());
+    assert_eq!(w.levels(), 1, "only level 0 is still needed");
+}
+
+#[test]
+fn top_level_reaches_u64_max() {
+    let mut w = Wheel::new(64);
+    let key = w.insert(u64::MAX, 7).unwrap();
+    assert_eq!(w.levels(), super::level::max_levels(6));
+    w.assert_invariants();
+    assert!(drain(&mut w, u64::MAX - 1).is_empty());
+    assert!(w.contains(key));
+    assert_eq!(drain(&mut w, u64::MAX), vec![(u64::MAX, 7)]);
+
+    // Near the end of time too, with a small wheel (many levels).
+    let mut w = Wheel::new(2);
+    w.insert(u64::MAX - 3, 1).unwrap();
+    assert!(drain(&mut w, u64::MAX - 4).is_empty());
+    w.insert(u64::MAX, 2).unwrap();
+    assert_eq!(drain(&mut w, u64::MAX - 3), vec![(u64::MAX - 3, 1)]);
+    assert_eq!(drain(&mut w, u64::MAX), vec![(u64::MAX, 2)]);
+}
+
+#[test]
+fn insert_in_the_past_comes_out_on_next_poll() {
+    let mut w = Wheel::new(64);
+    assert!(drain(&mut w, 1000).is_empty());
+    w.insert(5, 1).unwrap();
+    w.insert(1000, 2).unwrap();
+    w.insert(1001, 3).unwrap();
+    assert_eq!(w.next_expiration(), Some(1000));
+    // Even a poll with an older time hands out what is already due.
+    assert_eq!(drain(&mut w, 0), vec![(5, 1), (1000, 2)]);
+    assert_eq!(drain(&mut w, 1001), vec![(1001, 3)]);
+}
+
+#[test]
+fn remove_then_advance_yields_nothing() {
+    let mut w = Wheel::new(64);
+    let a = w.insert(10, 1).unwrap();
+    let b = w.insert(5000, 2).unwrap();
+    assert_eq!(w.remove(a), Some(1));
+    assert_eq!(w.remove(b), Some(2));
+    assert_eq!(w.remove(a), None, "second remove");
+    assert!(w.is_empty());
+    assert_eq!(
+        w.next_expiration(),
+        None,
+        "an empty wheel has nothing to wake for"
+    );
+    assert!(drain(&mut w, 10_000).is_empty());
+}
+
+#[test]
+fn stale_keys_are_never_confused_after_slot_reuse() {
+    let mut w = Wheel::new(64);
+    let old = w.insert(10, 1).unwrap();
+    w.remove(old).unwrap();
+    let new = w.insert(10, 2).unwrap();
+    assert_eq!(old.index, new.index, "slot reused");
+    assert_ne!(old, new);
+    assert_eq!(w.remove(old), None);
+    assert!(!w.reschedule(old, 3));
+    assert_eq!(w.deadline(old), None);
+    assert_eq!(w.deadline(new), Some(10));
+    // The key handed out on expiry is the entry's own, and is stale afterwards.
+    let expired = w.poll(10).expect("due");
+    assert_eq!((expired.key, expired.value), (new, 2));
+    assert_eq!(w.remove(new), None);
+}
+
+#[test]
+fn reschedule_later_is_lazy_and_fires_at_the_new_deadline() {
+    let mut w = Wheel::new(64);
+    let key = w.insert(100, 1).unwrap();
+    let pushes = w.stats().heap_pushes;
+    assert!(w.reschedule(key, 10_000));
+    assert_eq!(
+        w.stats().heap_pushes,
+        pushes,
+        "no relink for a later deadline"
+    );
+    assert_eq!(w.deadline(key), Some(10_000));
+    w.assert_invariants();
+    assert!(drain(&mut w, 9_999).is_empty());
+    assert!(
+        w.stats().cascades >= 1,
+        "re-filed when the old bucket expired"
+    );
+    assert_eq!(drain(&mut w, 10_000), vec![(10_000, 1)]);
+}
+
+#[test]
+fn reschedule_earlier_relinks() {
+    let mut w = Wheel::new(64);
+    let key = w.insert(10_000, 1).unwrap();
+    assert!(w.reschedule(key, 70));
+    w.assert_invariants();
+    assert!(drain(&mut w, 69).is_empty());
+    assert_eq!(drain(&mut w, 70), vec![(70, 1)]);
+
+    // Earlier but within the same high-level bucket: stays, and still fires on time.
+    let key = w.insert(4096 * 3 + 500, 2).unwrap();
+    assert!(w.reschedule(key, 4096 * 3 + 10));
+    assert!(drain(&mut w, 4096 * 3 + 9).is_empty());
+    assert_eq!(drain(&mut w, 4096 * 3 + 10), vec![(4096 * 3 + 10, 2)]);
+
+    // To the past: due at once.
+    let key = w.insert(20_000, 3).unwrap();
+    assert!(w.reschedule(key, 1));
+    assert_eq!(w.next_expiration(), Some(w.now()));
+    let now = w.now();
+    assert_eq!(drain(&mut w, now), vec![(1, 3)]);
+}
+
+/// The intent of Kafka's TimerTest: tasks at delays 0..4, pairs at 10..99, singles at
+/// 100..499 all fire exactly once, on their tick and in deadline order.
+#[test]
+fn kafka_timer_test_intents() {
+    let mut w = Wheel::new(64);
+    let mut expected = Vec::new();
+    let mut id = 0;
+    let mut add = |w: &mut Wheel<u64>, d: u64| {
+        w.insert(d, id).unwrap();
+        expected.push((d, id));
+        id += 1;
+    };
+    for d in 0..4 {
+        add(&mut w, d);
+    }
+    for d in 10..100 {
+        add(&mut w, d);
+        add(&mut w, d);
+    }
+    for d in 100..500 {
+        add(&mut w, d);
+    }
+    let fired = tick_to(&mut w, 600);
+    assert_eq!(fired.len(), expected.len(), "each fires exactly once");
+    for &(t, d, _) in &fired {
+        assert_eq!(t, d, "fired on its own tick");
+    }
+    assert!(fired.windows(2).all(|p| p[0].1 <= p[1].1), "deadline order");
+    let mut ids: Vec<_> = fired.iter().map(|f| f.2).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), expected.len());
+}
+
+#[test]
+fn far_entry_costs_few_heap_pops() {
+    for deadline in [1 << 30, (1 << 30) - 1, (1 << 30) + 12_345, 1 << 40] {
+        let mut w = Wheel::new(64);
+        w.insert(deadline, 1).unwrap();
+        let levels = w.levels() as u64;
+        let (at, pops) = jump_until_fired(&mut w);
+        assert_eq!(at, deadline);
+        assert!(pops <= levels + 1, "{pops} pops for {levels} levels");
+    }
+}
+
+#[test]
+fn driver_style_jumps_fire_every_entry_on_time() {
+    let mut w = Wheel::new(64);
+    let deadlines = [5, 64, 300, 4095, 4096, 70_000, 1 << 24, (1 << 24) + 1];
+    for &d in &deadlines {
+        w.insert(d, d).unwrap();
+    }
+    let mut fired = Vec::new();
+    while let Some(t) = w.next_expiration() {
+        for e in w.advance(t) {
+            assert_eq!(e.deadline, t, "jumped exactly to the deadline");
+            fired.push(e.deadline);
+        }
+        w.assert_invariants();
+    }
+    assert_eq!(fired, deadlines);
+}
+
+#[test]
+fn small_wheels_work() {
+    for size in [2, 4, 8, 1024] {
+        let mut w = Wheel::new(size);
+        for d in (1..2000).step_by(37) {
+            w.insert(d, d).unwrap();
+        }
+        let fired = tick_to(&mut w, 2000);
+        assert!(fired.iter().all(|&(t, d, _)| t == d));
+        assert_eq!(fired.len(), (1..2000).step_by(37).count());
+    }
+}
+
+#[test]
+#[should_panic(expected = "power of two")]
+fn rejects_size_not_power_of_two() {
+    let _ = Wheel::<()>::new(48);
+}
+
+#[test]
+#[should_panic(expected = "power of two")]
+fn rejects_size_one() {
+    let _ = Wheel::<()>::new(1);
+}
+
+#[test]
+fn emptied_wheel_gives_back_memory() {
+    let mut w = Wheel::new(64);
+    let keys: Vec<Key> = (0..100_000).map(|i| w.insert(10 + i, i).unwrap()).collect();
+    assert!(w.capacity() >= 100_000);
+    for k in keys {
+        w.remove(k).unwrap();
+    }
+    assert_eq!(w.capacity(), 0);
+    assert_eq!(w.next_expiration(), None);
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u64),
+    Remove(usize),
+    Reschedule(usize, u64),
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    // Deltas span every level of a size-4 and size-64 wheel, plus the extremes.
+    let delta = prop_oneof![
+        4 => 0u64..70,
+        3 => 0u64..5_000,
+        2 => 0u64..300_000,
+        1 => Just(u64::MAX),
+        1 => any::<u64>(),
+    ];
+    prop_oneof![
+        4 => delta.clone().prop_map(Op::Insert),
+        2 => any::<usize>().prop_map(Op::Remove),
+        2 => (any::<usize>(), delta).prop_map(|(i, d)| Op::Reschedule(i, d)),
+        3 => prop_oneof![0u64..10, 0u64..200, 0u64..100_000].prop_map(Op::Advance),
+    ]
+}
+
+fn run_model(size: usize, ops: Vec<Op>) {
+    let mut wheel = Wheel::new(size);
+    let mut model = Naive::default();
+    let mut keys: Vec<(Key, u64)> = Vec::new();
+    let mut now = 0u64;
+    for (id, op) in ops.into_iter().enumerate() {
+        let id = id as u64;
+        match op {
+            Op::Insert(delta) => {
+                let deadline = now.saturating_add(delta);
+                let key = wheel.insert(deadline, id).unwrap();
+                model.insert(id, deadline);
+                keys.push((key, id));
+            }
+            Op::Remove(i) if !keys.is_empty() => {
+                let (key, id) = keys[i % keys.len()];
+                assert_eq!(wheel.remove(key).is_some(), model.remove(id));
+            }
+            Op::Reschedule(i, delta) if !keys.is_empty() => {
+                let (key, id) = keys[i % keys.len()];
+                let deadline = now.saturating_add(delta);
+                assert_eq!(
+                    wheel.reschedule(key, deadline),
+                    model.reschedule(id, deadline)
+                );
+            }
+            Op::Advance(by) => {
+                now = now.saturating_add(by);
+                let mut got: Vec<_> = wheel
+                    .advance(now)
+                    .map(|e| {
+                        assert!(e.deadline <= now, "early");
+                        (e.deadline, e.value)
+                    })
+                    .collect();
+                got.sort_unstable();
+                assert_eq!(got, model.advance(now), "expiries at advance to {now}");
+            }
+            _ => {}
+        }
+        wheel.assert_invariants();
+        assert_eq!(wheel.len(), model.len());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn matches_naive_model_size_64(ops in proptest::collection::vec(op(), 1..300)) {
+        run_model(64, ops);
+    }
+
+    #[test]
+    fn matches_naive_model_size_4(ops in proptest::collection::vec(op(), 1..300)) {
+        run_model(4, ops);
+    }
+}
