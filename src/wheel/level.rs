@@ -51,22 +51,24 @@ pub(crate) fn tick_shift(level: usize, shift: u32) -> Option<u32> {
 ///
 /// Level `k` (tick `t = size^k`) holds deadlines whose slot number `deadline / t` is less than
 /// `size` slots ahead of the slot of `now`; that keeps every bucket of a level to one expiration.
-pub(crate) fn level_for(now: u64, deadline: u64, shift: u32) -> usize {
+/// `by_bit[b]` is `b / shift`: the level whose span first exceeds a delta whose highest set bit
+/// is `b`. The answer is that level or the next one (when the delta straddles a slot boundary).
+pub(crate) fn level_for(now: u64, deadline: u64, shift: u32, by_bit: &[u8; 64]) -> usize {
     debug_assert!(deadline > now);
-    let size = 1u64 << shift;
-    let mut level = 0;
-    loop {
-        match tick_shift(level, shift) {
-            // Past the top: this level's tick exceeds the u64 range, so its one slot holds all.
-            None => return level - 1,
-            Some(s) => {
-                if (deadline >> s) - (now >> s) < size {
-                    return level;
-                }
-            }
-        }
-        level += 1;
+    let delta = deadline - now;
+    let level = usize::from(by_bit[(63 - delta.leading_zeros()) as usize]);
+    let s = level as u32 * shift;
+    if (deadline >> s) - (now >> s) < (1u64 << shift) {
+        level
+    } else {
+        // Only reachable below the top level: the top level's window covers every u64.
+        level + 1
     }
+}
+
+/// The table `level_for` uses: `by_bit[b] = b / shift`.
+pub(crate) fn level_table(shift: u32) -> [u8; 64] {
+    std::array::from_fn(|b| (b as u32 / shift) as u8)
 }
 
 /// The slot of `deadline` at a level with tick `1 << s`, and that slot's expiration.

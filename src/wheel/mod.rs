@@ -26,7 +26,7 @@ use slab::Slab;
 pub(crate) use self::entry::Key;
 use self::entry::{Entry, List, DUE, NIL};
 pub(crate) use self::level::MAX_WHEEL_SIZE;
-use self::level::{level_for, max_levels, slot_for, tick_shift, Level, LEVEL_SHIFT};
+use self::level::{level_for, level_table, max_levels, slot_for, tick_shift, Level, LEVEL_SHIFT};
 use self::queue::DelayQueue;
 
 /// The slab is shrunk when the wheel empties and holds more than this many vacant slots.
@@ -48,7 +48,7 @@ pub(crate) struct Stats {
 
 /// An entry handed out by [`Wheel::poll`].
 #[derive(Debug)]
-#[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+#[cfg_attr(not(test), allow(dead_code))] // used by tests
 pub(crate) struct Expired<T> {
     pub(crate) key: Key,
     pub(crate) deadline: u64,
@@ -72,7 +72,11 @@ pub(crate) struct Wheel<T> {
     /// log2(wheel_size).
     shift: u32,
     mask: u64,
+    /// Level by the highest set bit of a deadline's distance from `now` (see `level_for`).
+    level_by_bit: [u8; 64],
     next_generation: u64,
+    /// Set when a link created work the wheel did not have before: a heap push or a due entry.
+    new_head: bool,
     stats: Stats,
 }
 
@@ -95,13 +99,15 @@ impl<T> Wheel<T> {
             now: 0,
             shift: wheel_size.trailing_zeros(),
             mask: wheel_size as u64 - 1,
+            level_by_bit: level_table(wheel_size.trailing_zeros()),
             next_generation: 1,
+            new_head: false,
             stats: Stats::default(),
         }
     }
 
     /// The wheel's current time in ticks.
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn now(&self) -> u64 {
         self.now
     }
@@ -111,7 +117,7 @@ impl<T> Wheel<T> {
         self.entries.len()
     }
 
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -122,7 +128,7 @@ impl<T> Wheel<T> {
     }
 
     /// Slab capacity, in entries.
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn capacity(&self) -> usize {
         self.entries.capacity()
     }
@@ -136,6 +142,11 @@ impl<T> Wheel<T> {
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Result<Key, Full<T>> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
+        }
+        // An empty wheel reports no next expiration, so whatever this entry joins (even a
+        // bucket whose heap item survived from before) is new to anyone who asked.
+        if self.entries.is_empty() {
+            self.new_head = true;
         }
         let generation = self.next_generation;
         self.next_generation += 1;
@@ -154,6 +165,14 @@ impl<T> Wheel<T> {
         })
     }
 
+    /// Whether an insert or reschedule since the last call may have moved
+    /// [`next_expiration`](Self::next_expiration) earlier than it was when last asked: it
+    /// created a bucket, a due entry, or the first entry of an empty wheel. Joining a bucket
+    /// of a non-empty wheel cannot: its heap item was already counted.
+    pub(crate) fn take_new_head(&mut self) -> bool {
+        std::mem::take(&mut self.new_head)
+    }
+
     /// Removes the entry, returning its value; `None` if the key is stale (removed or expired).
     pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
         self.check(key)?;
@@ -166,13 +185,13 @@ impl<T> Wheel<T> {
     }
 
     /// Whether `key` names a pending entry.
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn contains(&self, key: Key) -> bool {
         self.check(key).is_some()
     }
 
     /// The deadline of a pending entry.
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn deadline(&self, key: Key) -> Option<u64> {
         self.check(key)?;
         Some(self.entries[key.index as usize].deadline)
@@ -212,8 +231,11 @@ impl<T> Wheel<T> {
 
     /// The tick at which [`poll`](Self::poll) next has work: the earliest bucket expiration, or
     /// the wheel's current time when entries are already due. `None` when the wheel holds no
-    /// bucket at all. It may name a bucket that has since been emptied (one wasted poll).
+    /// entry at all. It may name a bucket that has since been emptied (one wasted poll).
     pub(crate) fn next_expiration(&self) -> Option<u64> {
+        if self.entries.is_empty() {
+            return None;
+        }
         if !self.due.is_empty() {
             return Some(self.now);
         }
@@ -252,7 +274,7 @@ impl<T> Wheel<T> {
     }
 
     /// Hands out every entry whose deadline is at or before `now` (see [`poll`](Self::poll)).
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn advance(&mut self, now: u64) -> Advance<'_, T> {
         Advance { wheel: self, now }
     }
@@ -291,13 +313,14 @@ impl<T> Wheel<T> {
         let deadline = self.entries[idx as usize].deadline;
         if deadline <= self.now {
             self.due.push_back(&mut self.entries, idx, DUE);
+            self.new_head = true;
             return;
         }
-        let level = level_for(self.now, deadline, self.shift);
+        let level = level_for(self.now, deadline, self.shift, &self.level_by_bit);
         while self.levels.len() <= level {
             self.levels.push(Level::new(1 << self.shift));
         }
-        let s = tick_shift(level, self.shift).expect("level_for stays within the u64 range");
+        let s = level as u32 * self.shift;
         let (slot, expiration) = slot_for(deadline, s, self.mask);
         let id = ((level as u32) << LEVEL_SHIFT) | slot as u32;
         let lvl = &mut self.levels[level];
@@ -309,6 +332,7 @@ impl<T> Wheel<T> {
             b.queued = true;
             self.queue.push(expiration, id);
             self.stats.heap_pushes += 1;
+            self.new_head = true;
         }
         b.list.push_back(&mut self.entries, idx, id);
     }
@@ -353,16 +377,11 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// The wheel just became empty: every heap item is stale, drop them all now so that an idle
-    /// wheel reports no next expiration, and give back a large slab.
+    /// The wheel just became empty. Its heap items are all stale now, but they stay: the next
+    /// entry for the same bucket then needs no heap push (the RPC pattern of insert, remove,
+    /// insert costs no heap operation), and they are skipped when popped. A large slab is
+    /// given back.
     fn on_empty(&mut self) {
-        for (_, bucket) in self.queue.iter() {
-            let (level, slot) = split(bucket);
-            if let Some(lvl) = self.levels.get_mut(level) {
-                lvl.buckets[slot].queued = false;
-            }
-        }
-        self.queue.clear();
         if self.entries.capacity() > SHRINK_THRESHOLD {
             self.entries = Slab::new();
         }
@@ -377,7 +396,7 @@ impl<T> Wheel<T> {
     }
 
     /// Checks every structural invariant; panics on the first violation. O(entries + buckets).
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn assert_invariants(&self) {
         assert!(
             self.levels.len() <= max_levels(self.shift),
@@ -421,7 +440,7 @@ impl<T> Wheel<T> {
         assert!(self.queue.len() <= 2 * (self.levels.len().max(1) << self.shift) + 1);
     }
 
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     fn check_list(&self, list: &List, id: u32, check_deadline: impl Fn(u64)) -> usize {
         let (mut n, mut prev, mut idx) = (0, NIL, list.head);
         while idx != NIL {
@@ -440,7 +459,7 @@ impl<T> Wheel<T> {
 
 /// Iterator returned by [`Wheel::advance`].
 #[derive(Debug)]
-#[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+#[cfg_attr(not(test), allow(dead_code))] // used by tests
 pub(crate) struct Advance<'a, T> {
     wheel: &'a mut Wheel<T>,
     now: u64,

@@ -149,6 +149,28 @@ fn remove_then_advance_yields_nothing() {
 }
 
 #[test]
+fn new_head_is_reported_when_it_can_move_the_next_expiration() {
+    let mut w = Wheel::new(64);
+    let a = w.insert(6000, 1).unwrap();
+    assert!(w.take_new_head(), "first bucket");
+    let b = w.insert(6001, 2).unwrap();
+    assert!(!w.take_new_head(), "joining a waiting bucket moves nothing");
+    w.insert(10, 3).unwrap();
+    assert!(w.take_new_head(), "an earlier bucket");
+    assert_eq!(drain(&mut w, 10).len(), 1);
+    w.remove(a).unwrap();
+    w.remove(b).unwrap();
+    // Empty now: its next expiration is None, so joining the surviving bucket is news.
+    assert_eq!(w.next_expiration(), None);
+    w.insert(6002, 4).unwrap();
+    assert!(w.take_new_head(), "the first entry of an empty wheel");
+    assert_eq!(w.next_expiration(), Some(4096));
+    w.insert(1, 5).unwrap();
+    assert!(w.take_new_head(), "a due entry");
+    w.assert_invariants();
+}
+
+#[test]
 fn stale_keys_are_never_confused_after_slot_reuse() {
     let mut w = Wheel::new(64);
     let old = w.insert(10, 1).unwrap();

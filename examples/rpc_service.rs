@@ -1,0 +1,170 @@
+//! An RPC-style service on the timing wheel: run this first.
+//!
+//! ```sh
+//! cargo run --release --example rpc_service            # 100k requests in flight
+//! cargo run --release --example rpc_service -- 1000000 # or any other number
+//! ```
+//!
+//! What it does, all on one multi-thread Tokio runtime and the default timer:
+//! - sends N requests at once to a simulated backend whose latency is mostly a few
+//!   milliseconds with a slow tail; each request runs under `timeout(200 ms, ...)`, so the
+//!   fast ones register and cancel a timer and the slow ones time out;
+//! - keeps 1000 simulated connections alive with heartbeats: each is a delayed task that
+//!   re-arms itself every 50 ms (`spawn_after`), until the load is over;
+//! - watches the connections with idle timers (`sleep_wheel` + `reset` on activity);
+//! - prints a summary: outcomes, how late the timeouts fired (never early), heartbeats,
+//!   and what the wheel did (driver wakeups, cascades).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_timing_wheel::{sleep_wheel, spawn_after, timeout, Timer};
+
+const TIMEOUT: Duration = Duration::from_millis(200);
+const HEARTBEAT: Duration = Duration::from_millis(50);
+const CONNECTIONS: usize = 1000;
+
+/// A tiny deterministic PRNG (xorshift64*), so runs are comparable.
+fn rand(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+/// Simulated backend latency: 90% within 1..20 ms, 8% within 20..150 ms, 2% far too slow.
+fn latency(seed: &mut u64) -> Duration {
+    let r = rand(seed) % 100;
+    let ms = match r {
+        0..=89 => 1 + rand(seed) % 20,
+        90..=97 => 20 + rand(seed) % 130,
+        _ => 1_000 + rand(seed) % 1_000,
+    };
+    Duration::from_millis(ms)
+}
+
+#[derive(Default)]
+struct Stats {
+    ok: AtomicU64,
+    timed_out: AtomicU64,
+    early: AtomicU64,
+    late_us_max: AtomicU64,
+    late_us_sum: AtomicU64,
+    heartbeats: AtomicU64,
+}
+
+/// One connection's heartbeat: a delayed task that schedules the next one.
+fn heartbeat(stats: Arc<Stats>, running: Arc<AtomicBool>) {
+    let _next = spawn_after(HEARTBEAT, async move {
+        if running.load(Relaxed) {
+            stats.heartbeats.fetch_add(1, Relaxed);
+            heartbeat(stats, running);
+        }
+    });
+}
+
+async fn request(seed: u64, stats: Arc<Stats>) {
+    let mut seed = seed | 1;
+    let backend = sleep_wheel(latency(&mut seed));
+    let start = Instant::now();
+    match timeout(TIMEOUT, backend).await {
+        Ok(()) => {
+            stats.ok.fetch_add(1, Relaxed);
+        }
+        Err(_elapsed) => {
+            let waited = start.elapsed();
+            if waited < TIMEOUT {
+                stats.early.fetch_add(1, Relaxed);
+            }
+            let late = (waited.saturating_sub(TIMEOUT)).as_micros() as u64;
+            stats.late_us_max.fetch_max(late, Relaxed);
+            stats.late_us_sum.fetch_add(late, Relaxed);
+            stats.timed_out.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().expect("the argument is the number of requests"))
+        .unwrap_or(100_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run(n));
+}
+
+async fn run(n: usize) {
+    let stats = Arc::new(Stats::default());
+    let running = Arc::new(AtomicBool::new(true));
+    let wall = Instant::now();
+
+    for _ in 0..CONNECTIONS {
+        heartbeat(stats.clone(), running.clone());
+    }
+
+    // Idle detection: each connection has an idle timer that activity pushes back.
+    let idle_watch = tokio::spawn(async move {
+        let mut idle: Vec<_> = (0..CONNECTIONS)
+            .map(|_| Box::pin(sleep_wheel(Duration::from_secs(10))))
+            .collect();
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            for t in idle.iter_mut() {
+                t.as_mut().reset(Instant::now() + Duration::from_secs(10));
+            }
+        }
+        idle.iter().filter(|t| t.is_elapsed()).count()
+    });
+
+    let requests: Vec<_> = (0..n as u64)
+        .map(|i| {
+            tokio::spawn(request(
+                i.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                stats.clone(),
+            ))
+        })
+        .collect();
+    let in_flight = Timer::current().pending();
+    for r in requests {
+        r.await.expect("request task");
+    }
+    let load_time = wall.elapsed();
+    running.store(false, Relaxed);
+    let idle_expired = idle_watch.await.expect("idle watcher");
+    // Let the last heartbeats see `running == false`.
+    sleep_wheel(HEARTBEAT * 2).await;
+
+    let m = Timer::current().metrics();
+    let ok = stats.ok.load(Relaxed);
+    let timed_out = stats.timed_out.load(Relaxed);
+    println!("rpc_service: {n} requests, timeout {TIMEOUT:?}, {CONNECTIONS} connections");
+    println!("  timers pending right after sending:   {in_flight}");
+    println!("  completed in time:                    {ok}");
+    println!("  timed out:                            {timed_out}");
+    println!(
+        "  timeout lateness (mean / max):        {} us / {} us",
+        stats.late_us_sum.load(Relaxed) / timed_out.max(1),
+        stats.late_us_max.load(Relaxed)
+    );
+    println!(
+        "  fired early:                          {}",
+        stats.early.load(Relaxed)
+    );
+    println!(
+        "  heartbeats (every {HEARTBEAT:?}):           {}",
+        stats.heartbeats.load(Relaxed)
+    );
+    println!("  idle timers expired (expected 0):     {idle_expired}");
+    println!("  load finished in:                     {load_time:?}");
+    println!(
+        "  wheel: {} driver wakeups, {} cascades, {} bucket flushes, {} pending at the end",
+        m.driver_wakeups, m.cascades, m.bucket_flushes, m.pending
+    );
+    assert_eq!(ok + timed_out, n as u64, "every request accounted for");
+    assert_eq!(stats.early.load(Relaxed), 0, "no timeout fired early");
+}

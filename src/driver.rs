@@ -1,0 +1,168 @@
+//! The driver: one Tokio task per timer that sleeps until the earliest bucket of any shard,
+//! fires what is due and goes back to sleep. With nothing pending it waits on a notification
+//! only, so an idle timer costs no wakeups.
+//!
+//! Each pass locks one shard at a time, takes at most [`BATCH`] due entries, releases the lock
+//! and only then wakes them (collect under the lock, wake after it, as async-io does), so a
+//! waker never runs under a lock and a registration never waits for a whole flush. A waker that
+//! panics is caught and logged: it cannot take the driver down.
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use tokio::time::Instant;
+
+use crate::loom::Arc;
+use crate::timer::Inner;
+
+/// Due entries taken from a shard per lock acquisition.
+const BATCH: usize = 1024;
+
+/// The driver task's future.
+pub(crate) struct Driver {
+    inner: Arc<Inner>,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// The tick `sleep` is set for, if armed.
+    sleeping_until: Option<u64>,
+    wakers: Vec<Waker>,
+    /// Whether the driver finished normally (shutdown or detach), so drop has nothing to do.
+    done: bool,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("sleeping_until", &self.sleeping_until)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Driver {
+    pub(crate) fn new(inner: Arc<Inner>) -> Driver {
+        Driver {
+            inner,
+            sleep: Box::pin(tokio::time::sleep_until(crate::clock::far_future())),
+            sleeping_until: None,
+            wakers: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// Fires everything due at `now` in every shard; returns the earliest pending expiration.
+    fn pass(&mut self, now: u64) -> Option<u64> {
+        let common = &self.inner.common;
+        common
+            .wakeups
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        common.signal.begin_pass();
+        let mut next: Option<u64> = None;
+        let mut fired = 0usize;
+        for shard in self.inner.shards.iter() {
+            loop {
+                let mut wheel = shard.lock();
+                while self.wakers.len() < BATCH {
+                    match wheel.poll(now) {
+                        Some(e) => self.wakers.push(e.value),
+                        None => break,
+                    }
+                }
+                let more = self.wakers.len() == BATCH;
+                if !more {
+                    if let Some(h) = wheel.next_expiration() {
+                        next = Some(next.map_or(h, |n| n.min(h)));
+                    }
+                    #[cfg(debug_assertions)]
+                    if wheel.len() <= 4096 {
+                        wheel.assert_invariants();
+                    }
+                }
+                drop(wheel);
+                fired += self.wakers.len();
+                common.release(self.wakers.len());
+                wake_all(&mut self.wakers);
+                if !more {
+                    break;
+                }
+            }
+        }
+        if fired > 0 {
+            tracing::trace!(fired, now, "timer driver pass");
+        }
+        common.signal.commit(next)
+    }
+}
+
+/// Wakes and drops every waker, containing panics.
+pub(crate) fn wake_all(wakers: &mut Vec<Waker>) {
+    for w in wakers.drain(..) {
+        if catch_unwind(AssertUnwindSafe(|| w.wake())).is_err() {
+            tracing::error!("a waker panicked while the timer fired it; the driver carries on");
+        }
+    }
+}
+
+impl Future for Driver {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        loop {
+            let notified = this.inner.common.signal.poll_notified(cx.waker());
+            if this.inner.common.is_shutdown() {
+                this.done = true;
+                return Poll::Ready(());
+            }
+            if this.inner.is_unused() {
+                tracing::debug!("every timer handle and future is gone: driver exits");
+                this.inner.shutdown();
+                this.done = true;
+                return Poll::Ready(());
+            }
+            let clock = &this.inner.common.clock;
+            let now = clock.now_to_tick(Instant::now());
+            let due = this.sleeping_until.is_some_and(|t| t <= now);
+            if notified || due || this.sleeping_until.is_none() {
+                tracing::trace!(now, notified, "timer driver wakes");
+                this.sleeping_until = this.pass(now);
+                // The pass may have fired the last thing keeping an unused timer alive (a
+                // fire-and-forget delayed task): nothing else would wake us to notice.
+                if this.inner.is_unused() {
+                    this.inner.shutdown();
+                    this.done = true;
+                    return Poll::Ready(());
+                }
+                if let Some(t) = this.sleeping_until {
+                    let at = this.inner.common.clock.tick_to_instant(t);
+                    this.sleep.as_mut().reset(at);
+                }
+            }
+            match this.sleeping_until {
+                // Unarmed: only a notification can wake us (registered above).
+                None => {
+                    if this.inner.common.signal.poll_notified(cx.waker()) {
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+                Some(_) => {
+                    if this.sleep.as_mut().poll(cx).is_ready() {
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if !self.done {
+            // The runtime is shutting down (or the driver task was aborted): resolve everything.
+            tracing::debug!("timer driver dropped: shutting the timer down");
+            self.inner.shutdown();
+        }
+    }
+}

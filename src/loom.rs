@@ -1,0 +1,26 @@
+//! Sync types used by the crate, swapped for loom's under `--cfg loom` so model tests can
+//! explore their interleavings.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize},
+    Arc, Mutex, MutexGuard,
+};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize},
+    Arc, Mutex, MutexGuard,
+};
+
+/// Locks a mutex, ignoring poisoning: no code holding one of the crate's locks can panic
+/// half-way through an update (user code never runs under them).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    #[cfg(loom)]
+    {
+        m.lock().unwrap()
+    }
+    #[cfg(not(loom))]
+    {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,191 @@
+//! One shard of a timer: a wheel behind its own lock. Each thread registers into "its" shard,
+//! so registrations and cancellations on different workers do not contend.
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
+use std::task::Waker;
+
+use crate::clock::Clock;
+use crate::error::TimerError;
+use crate::loom::{lock, Arc, AtomicBool, AtomicUsize, Mutex, MutexGuard};
+use crate::signal::Signal;
+use crate::wheel::{Key, Wheel};
+
+/// State shared by a timer's shards and its driver.
+#[derive(Debug)]
+pub(crate) struct Common {
+    pub(crate) clock: Clock,
+    pub(crate) signal: Signal,
+    pub(crate) shutdown: AtomicBool,
+    /// Set once every `Timer` handle is gone; futures then notify the driver when dropped so
+    /// it can exit once the last one is.
+    pub(crate) detached: AtomicBool,
+    /// `usize::MAX` means unlimited (and `reserved` is never touched).
+    pub(crate) max_pending: usize,
+    pub(crate) reserved: AtomicUsize,
+    pub(crate) runtime: tokio::runtime::Handle,
+    /// Driver passes, for [`TimerMetrics`](crate::TimerMetrics).
+    pub(crate) wakeups: std::sync::atomic::AtomicU64,
+}
+
+impl Common {
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Acquire)
+    }
+
+    fn reserve(&self) -> Result<(), TimerError> {
+        if self.max_pending == usize::MAX {
+            return Ok(());
+        }
+        if self.reserved.fetch_add(1, AcqRel) >= self.max_pending {
+            self.reserved.fetch_sub(1, AcqRel);
+            tracing::debug!(
+                max_pending = self.max_pending,
+                "timer full: registration rejected"
+            );
+            return Err(TimerError::Full {
+                max_pending: self.max_pending,
+            });
+        }
+        Ok(())
+    }
+
+    /// Gives back `n` slots taken by [`reserve`](Self::reserve).
+    pub(crate) fn release(&self, n: usize) {
+        if self.max_pending != usize::MAX && n > 0 {
+            self.reserved.fetch_sub(n, AcqRel);
+        }
+    }
+
+    /// Drops a future's reference to its shard; once every `Timer` handle is gone, wakes the
+    /// driver *after* the reference is released, so it sees the shard unused and can exit.
+    pub(crate) fn release_shard(shard: Arc<Shard>) {
+        if shard.common.detached.load(Relaxed) {
+            let common = shard.common.clone();
+            drop(shard);
+            common.signal.notify();
+        }
+    }
+}
+
+/// A wheel of wakers behind a lock.
+#[derive(Debug)]
+pub(crate) struct Shard {
+    wheel: Mutex<Wheel<Waker>>,
+    pub(crate) common: Arc<Common>,
+}
+
+impl Shard {
+    pub(crate) fn new(wheel_size: usize, common: Arc<Common>) -> Shard {
+        Shard {
+            wheel: Mutex::new(Wheel::new(wheel_size)),
+            common,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Wheel<Waker>> {
+        lock(&self.wheel)
+    }
+
+    /// Files `waker` to be woken at tick `deadline`; wakes the driver if this created the
+    /// shard's earliest bucket and the driver would otherwise sleep past it.
+    pub(crate) fn register(&self, deadline: u64, waker: Waker) -> Result<Key, TimerError> {
+        self.common.reserve()?;
+        let mut wheel = self.lock();
+        // Checked under the lock: shutdown sets the flag, then drains each shard under its
+        // lock, so an entry is either refused here or drained there.
+        if self.common.is_shutdown() {
+            drop(wheel);
+            self.common.release(1);
+            return Err(TimerError::Shutdown);
+        }
+        let key = match wheel.insert(deadline, waker) {
+            Ok(key) => key,
+            Err(_) => {
+                drop(wheel);
+                self.common.release(1);
+                return Err(TimerError::Full {
+                    max_pending: u32::MAX as usize - 1,
+                });
+            }
+        };
+        self.publish_head(wheel);
+        Ok(key)
+    }
+
+    /// Removes a pending entry; `None` if it already fired (or was drained by shutdown).
+    pub(crate) fn cancel(&self, key: Key) -> Option<Waker> {
+        let waker = self.lock().remove(key);
+        if waker.is_some() {
+            self.common.release(1);
+        }
+        waker
+    }
+
+    /// Whether `key` is still pending; if so, makes sure `waker` is the one that will be woken.
+    pub(crate) fn refresh(&self, key: Key, waker: &Waker) -> bool {
+        let mut wheel = self.lock();
+        match wheel.get_mut(key) {
+            Some(w) => {
+                if !w.will_wake(waker) {
+                    w.clone_from(waker);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Moves a pending entry to a new deadline; `false` if it is no longer pending.
+    pub(crate) fn reschedule(&self, key: Key, deadline: u64) -> bool {
+        let mut wheel = self.lock();
+        if !wheel.reschedule(key, deadline) {
+            return false;
+        }
+        self.publish_head(wheel);
+        true
+    }
+
+    /// After an insert or reschedule: if it made a new bucket, tells the driver about the
+    /// shard's earliest expiration (the driver is woken only if that is earlier than planned).
+    fn publish_head(&self, mut wheel: MutexGuard<'_, Wheel<Waker>>) {
+        let head = if wheel.take_new_head() {
+            wheel.next_expiration()
+        } else {
+            None
+        };
+        drop(wheel);
+        if let Some(head) = head {
+            self.common.signal.on_new_head(head);
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether `key` is still pending.
+    pub(crate) fn contains(&self, key: Key) -> bool {
+        self.lock().contains(key)
+    }
+}
+
+thread_local! {
+    /// This thread's shard number (modulo each timer's shard count), handed out round-robin.
+    static SHARD_INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+static NEXT_SHARD_INDEX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The shard index this thread uses, out of `n` shards.
+pub(crate) fn this_thread_shard(n: usize) -> usize {
+    let idx = SHARD_INDEX.with(|c| {
+        let mut i = c.get();
+        if i == usize::MAX {
+            i = NEXT_SHARD_INDEX.fetch_add(1, SeqCst);
+            c.set(i);
+        }
+        i
+    });
+    idx % n
+}

@@ -1,0 +1,523 @@
+//! Delayed tasks: `spawn_after` / `spawn_at`, the `DelayedTask` handle and `DelayedError`.
+//!
+//! A delayed task's future waits inside the wheel, not as a Tokio task: the wheel entry's
+//! waker is the task cell itself, and waking it spawns the future onto the runtime. The cell's
+//! state moves exactly once from `WAITING` to `STARTED` (the driver fired it) or to
+//! `CANCELLED` (the handle cancelled it), so a task runs at most once and `cancel` reports
+//! truthfully whether it stopped it.
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::Ordering::AcqRel;
+use std::sync::Arc as StdArc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::time::Instant;
+
+use crate::clock::deadline_after;
+use crate::error::TimerError;
+use crate::loom::{lock, Arc, AtomicU8, Mutex};
+use crate::shard::{Common, Shard};
+use crate::wheel::Key;
+
+/// Runs `future` as a Tokio task once `duration` has elapsed, on the current runtime's default
+/// timer.
+///
+/// Until its deadline the future is not a Tokio task: it waits, boxed with its handle, inside
+/// the wheel, and costs no wakeup. At the deadline it is spawned onto the runtime. A zero
+/// duration spawns it at once. A panic in the task is caught and handed to whoever awaits the
+/// [`DelayedTask`]; it never reaches the timer.
+///
+/// # Cancellation
+///
+/// [`DelayedTask::cancel`] stops the task if it has not started. Dropping the handle does
+/// *not* cancel it (like [`tokio::task::JoinHandle`]).
+///
+/// # Panics
+///
+/// Outside a Tokio runtime, or if the runtime has no time driver (`enable_time()`).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tokio_timing_wheel::spawn_after;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let retry = spawn_after(Duration::from_millis(200), async { "retried" });
+/// assert_eq!(retry.await.unwrap(), "retried");
+///
+/// let job = spawn_after(Duration::from_secs(60), async { unreachable!() });
+/// assert!(job.cancel());
+/// assert!(job.await.unwrap_err().is_cancelled());
+/// # }
+/// ```
+#[track_caller]
+pub fn spawn_after<F>(duration: Duration, future: F) -> DelayedTask<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    spawn_at(deadline_after(duration), future)
+}
+
+/// Runs `future` as a Tokio task at `deadline`, on the current runtime's default timer.
+///
+/// See [`spawn_after`]; a deadline already passed spawns the future at once.
+///
+/// # Cancellation
+///
+/// [`DelayedTask::cancel`] stops the task if it has not started; dropping the handle does not.
+///
+/// # Panics
+///
+/// Outside a Tokio runtime, or if the runtime has no time driver (`enable_time()`).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+/// use tokio_timing_wheel::spawn_at;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let at = Instant::now() + Duration::from_secs(1);
+/// let t = spawn_at(at, async move { Instant::now() >= at });
+/// assert!(t.await.unwrap());
+/// # }
+/// ```
+#[track_caller]
+pub fn spawn_at<F>(deadline: Instant, future: F) -> DelayedTask<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let shard = crate::default::current_shard();
+    match DelayedTask::new(shard, deadline, future) {
+        Ok(task) => task,
+        Err(_) => DelayedTask::shut_down(),
+    }
+}
+
+const WAITING: u8 = 0;
+const STARTED: u8 = 1;
+const CANCELLED: u8 = 2;
+
+/// The part of a task cell that does not depend on the future's type.
+pub(crate) struct Header<T> {
+    state: AtomicU8,
+    slot: Mutex<Slot<T>>,
+}
+
+struct Slot<T> {
+    result: Option<Result<T, DelayedError>>,
+    waiter: Option<Waker>,
+    /// The result was handed to the handle.
+    taken: bool,
+}
+
+impl<T> Header<T> {
+    pub(crate) fn new() -> Header<T> {
+        Header {
+            state: AtomicU8::new(WAITING),
+            slot: Mutex::new(Slot {
+                result: None,
+                waiter: None,
+                taken: false,
+            }),
+        }
+    }
+
+    /// `WAITING -> STARTED`; true for the one caller that wins.
+    pub(crate) fn try_start(&self) -> bool {
+        self.state
+            .compare_exchange(
+                WAITING,
+                STARTED,
+                AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// `WAITING -> CANCELLED`; true for the one caller that wins.
+    pub(crate) fn try_cancel(&self) -> bool {
+        self.state
+            .compare_exchange(
+                WAITING,
+                CANCELLED,
+                AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// Stores the outcome (the first one wins) and wakes the handle's waiter.
+    pub(crate) fn complete(&self, result: Result<T, DelayedError>) {
+        let waiter = {
+            let mut slot = lock(&self.slot);
+            if slot.result.is_some() || slot.taken {
+                return;
+            }
+            slot.result = Some(result);
+            slot.waiter.take()
+        };
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        let slot = lock(&self.slot);
+        slot.result.is_some() || slot.taken
+    }
+
+    fn poll_result(&self, cx: &mut Context<'_>) -> Poll<Result<T, DelayedError>> {
+        let mut slot = lock(&self.slot);
+        if let Some(r) = slot.result.take() {
+            slot.taken = true;
+            return Poll::Ready(r);
+        }
+        assert!(!slot.taken, "DelayedTask polled after it completed");
+        match &slot.waiter {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => slot.waiter = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+/// What a handle needs from a task cell, whatever its future type.
+trait Cell<T>: Send + Sync {
+    fn header(&self) -> &Header<T>;
+    /// Drops the future without running it (after a successful cancel).
+    fn discard(&self);
+}
+
+/// A delayed task: the header, and the future until it is spawned.
+struct TaskCell<F: Future> {
+    header: Header<F::Output>,
+    future: std::sync::Mutex<Option<F>>,
+    common: Arc<Common>,
+}
+
+impl<F> Cell<F::Output> for TaskCell<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn header(&self) -> &Header<F::Output> {
+        &self.header
+    }
+
+    fn discard(&self) {
+        let fut = self.take_future();
+        // The future's own destructor is user code: contain it.
+        if catch_unwind(AssertUnwindSafe(move || drop(fut))).is_err() {
+            tracing::error!("a cancelled delayed task's future panicked while being dropped");
+        }
+    }
+}
+
+impl<F: Future> TaskCell<F> {
+    fn take_future(&self) -> Option<F> {
+        self.future
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl<F> Wake for TaskCell<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    /// The wheel fired the entry (or shutdown drained it).
+    fn wake(self: StdArc<Self>) {
+        if !self.header.try_start() {
+            return; // cancelled first
+        }
+        let Some(fut) = self.take_future() else {
+            return;
+        };
+        if self.common.is_shutdown() {
+            drop(fut);
+            self.header.complete(Err(DelayedError::shutdown()));
+            return;
+        }
+        let runtime = self.common.runtime.clone();
+        let guard = CompleteOnDrop(Some(self as StdArc<dyn Cell<F::Output>>));
+        runtime.spawn(async move {
+            let mut guard = guard;
+            let out = AssertUnwindSafe(fut).catch_unwind().await;
+            if let Some(cell) = guard.0.take() {
+                cell.header().complete(out.map_err(DelayedError::panic));
+            }
+        });
+    }
+}
+
+/// Resolves the handle with the shutdown error if the spawned task is dropped unfinished
+/// (the runtime shut down before or while running it).
+struct CompleteOnDrop<T>(Option<StdArc<dyn Cell<T>>>);
+
+impl<T> Drop for CompleteOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(cell) = self.0.take() {
+            cell.header().complete(Err(DelayedError::shutdown()));
+        }
+    }
+}
+
+/// A header with no future, for tasks refused by a shut-down timer.
+struct Finished<T>(Header<T>);
+
+impl<T: Send> Cell<T> for Finished<T> {
+    fn header(&self) -> &Header<T> {
+        &self.0
+    }
+
+    fn discard(&self) {}
+}
+
+/// A handle to a delayed task, returned by [`spawn_after`], [`spawn_at`] and their
+/// [`Timer`](crate::Timer) equivalents.
+///
+/// Awaiting it yields the task's output, or a [`DelayedError`] saying whether it was
+/// cancelled, panicked, or never ran because the timer shut down. Dropping the handle does not
+/// cancel the task.
+#[must_use = "dropping a DelayedTask does not cancel it; keep it to cancel or await the result"]
+pub struct DelayedTask<T> {
+    cell: StdArc<dyn Cell<T>>,
+    /// Where the task waits, while it may still be cancelled.
+    registration: Option<(Arc<Shard>, Key)>,
+}
+
+impl<T> fmt::Debug for DelayedTask<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DelayedTask")
+            .field("finished", &self.is_finished())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + 'static> DelayedTask<T> {
+    pub(crate) fn new<F>(
+        shard: Arc<Shard>,
+        deadline: Instant,
+        future: F,
+    ) -> Result<DelayedTask<T>, TimerError>
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        if shard.common.is_shutdown() {
+            return Err(TimerError::Shutdown);
+        }
+        let cell = StdArc::new(TaskCell {
+            header: Header::new(),
+            future: std::sync::Mutex::new(Some(future)),
+            common: shard.common.clone(),
+        });
+        if deadline <= Instant::now() {
+            Waker::from(cell.clone()).wake();
+            return Ok(DelayedTask {
+                cell,
+                registration: None,
+            });
+        }
+        let tick = shard.common.clock.deadline_to_tick(deadline);
+        let key = shard.register(tick, Waker::from(cell.clone()))?;
+        Ok(DelayedTask {
+            cell,
+            registration: Some((shard, key)),
+        })
+    }
+
+    /// A task that has already resolved with the shutdown error.
+    pub(crate) fn shut_down() -> DelayedTask<T> {
+        let header = Header::new();
+        header.complete(Err(DelayedError::shutdown()));
+        DelayedTask {
+            cell: StdArc::new(Finished(header)),
+            registration: None,
+        }
+    }
+}
+
+impl<T> DelayedTask<T> {
+    /// Stops the task if it has not started yet: its future is dropped without running,
+    /// its timer is removed from the wheel at once, and awaiting the handle yields a
+    /// cancelled [`DelayedError`].
+    ///
+    /// Returns `true` only for the call that stopped the task before it started. Once the
+    /// task has started (or finished, or was already cancelled) it returns `false` and
+    /// changes nothing: a running task is not interrupted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::spawn_after;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let lease_renewal = spawn_after(Duration::from_secs(10), async {});
+    /// assert!(lease_renewal.cancel());
+    /// assert!(!lease_renewal.cancel(), "exactly once");
+    /// # }
+    /// ```
+    pub fn cancel(&self) -> bool {
+        let header = self.cell.header();
+        if !header.try_cancel() {
+            return false;
+        }
+        if let Some((shard, key)) = &self.registration {
+            // Dropping the returned waker drops the wheel's reference to the cell.
+            drop(shard.cancel(*key));
+        }
+        self.cell.discard();
+        header.complete(Err(DelayedError::cancelled()));
+        true
+    }
+
+    /// Whether the task has finished: it ran to completion or panicked, was cancelled, or
+    /// will never run because the timer shut down.
+    pub fn is_finished(&self) -> bool {
+        self.cell.header().is_finished()
+    }
+}
+
+impl<T> Future for DelayedTask<T> {
+    type Output = Result<T, DelayedError>;
+
+    /// # Panics
+    ///
+    /// If polled again after it returned `Ready`.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.cell.header().poll_result(cx)
+    }
+}
+
+impl<T> Drop for DelayedTask<T> {
+    fn drop(&mut self) {
+        if let Some((shard, _)) = self.registration.take() {
+            Common::release_shard(shard);
+        }
+    }
+}
+
+/// Why a [`DelayedTask`] produced no output: it was cancelled, it panicked, or the timer (or
+/// its runtime) shut down before it could run.
+pub struct DelayedError {
+    repr: Repr,
+}
+
+enum Repr {
+    Cancelled,
+    Panic(std::sync::Mutex<Box<dyn Any + Send + 'static>>),
+    Shutdown,
+}
+
+impl DelayedError {
+    pub(crate) fn cancelled() -> Self {
+        DelayedError {
+            repr: Repr::Cancelled,
+        }
+    }
+
+    fn panic(payload: Box<dyn Any + Send + 'static>) -> Self {
+        DelayedError {
+            repr: Repr::Panic(std::sync::Mutex::new(payload)),
+        }
+    }
+
+    pub(crate) fn shutdown() -> Self {
+        DelayedError {
+            repr: Repr::Shutdown,
+        }
+    }
+
+    /// The task was cancelled with [`DelayedTask::cancel`] before it started.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.repr, Repr::Cancelled)
+    }
+
+    /// The task panicked; the panic was caught.
+    pub fn is_panic(&self) -> bool {
+        matches!(self.repr, Repr::Panic(_))
+    }
+
+    /// The task never ran, or was stopped, because the timer or its runtime shut down.
+    pub fn is_shutdown(&self) -> bool {
+        matches!(self.repr, Repr::Shutdown)
+    }
+
+    /// The panic payload.
+    ///
+    /// # Panics
+    ///
+    /// If the error is not a panic; see [`try_into_panic`](DelayedError::try_into_panic).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::spawn_after;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let t = spawn_after(Duration::from_millis(1), async { panic!("boom") });
+    /// let err = t.await.unwrap_err();
+    /// assert!(err.is_panic());
+    /// let payload = err.into_panic();
+    /// assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
+        match self.try_into_panic() {
+            Ok(p) => p,
+            Err(e) => panic!("`DelayedError::into_panic` called on a non-panic error: {e}"),
+        }
+    }
+
+    /// The panic payload, or the error itself if it is not a panic.
+    pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, DelayedError> {
+        match self.repr {
+            Repr::Panic(p) => Ok(p
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)),
+            repr => Err(DelayedError { repr }),
+        }
+    }
+}
+
+impl fmt::Display for DelayedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Cancelled => f.write_str("delayed task was cancelled"),
+            Repr::Panic(_) => f.write_str("delayed task panicked"),
+            Repr::Shutdown => f.write_str("timer shut down before the delayed task could run"),
+        }
+    }
+}
+
+impl fmt::Debug for DelayedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Cancelled => f.write_str("DelayedError::Cancelled"),
+            Repr::Panic(_) => f.write_str("DelayedError::Panic(..)"),
+            Repr::Shutdown => f.write_str("DelayedError::Shutdown"),
+        }
+    }
+}
+
+impl std::error::Error for DelayedError {}

@@ -1,0 +1,186 @@
+//! `Timeout`, the future behind `timeout` and `timeout_at`, and its `Elapsed` error.
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use tokio::time::Instant;
+
+use crate::clock::deadline_after;
+use crate::sleep::Sleep;
+
+/// Requires `future` to complete within `duration`, on the current runtime's default timer.
+///
+/// The future is polled first on every poll, so a future that is ready at once returns
+/// `Ok` even with a zero `duration`, and never touches the wheel. The timer is registered only
+/// when the future first returns `Pending`, and removed when it completes or the `Timeout` is
+/// dropped: the common case of an RPC that answers in time costs one insert and one O(1)
+/// removal. A `duration` too large to add (such as `Duration::MAX`) means about 30 years.
+///
+/// # Cancellation
+///
+/// Dropping the `Timeout` drops the inner future and removes the timer from the wheel.
+///
+/// # Panics
+///
+/// Outside a Tokio runtime, or if the runtime has no time driver (`enable_time()`).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tokio_timing_wheel::timeout;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let answer = timeout(Duration::from_millis(10), async { 42 }).await;
+/// assert_eq!(answer, Ok(42));
+///
+/// let never = std::future::pending::<()>();
+/// let err = timeout(Duration::from_millis(10), never).await.unwrap_err();
+/// let io: std::io::Error = err.into();
+/// assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+/// # }
+/// ```
+#[track_caller]
+pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
+    let shard = crate::default::current_shard();
+    Timeout::new(
+        future.into_future(),
+        Sleep::new(shard, deadline_after(duration)),
+    )
+}
+
+/// Requires `future` to complete before `deadline`, on the current runtime's default timer.
+///
+/// See [`timeout`]; a deadline already passed still lets a ready future return `Ok`.
+///
+/// # Cancellation
+///
+/// Dropping the `Timeout` drops the inner future and removes the timer from the wheel.
+///
+/// # Panics
+///
+/// Outside a Tokio runtime, or if the runtime has no time driver (`enable_time()`).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+/// use tokio_timing_wheel::timeout_at;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let deadline = Instant::now() + Duration::from_millis(50);
+/// let r = timeout_at(deadline, tokio::time::sleep(Duration::from_secs(1))).await;
+/// assert!(r.is_err());
+/// assert!(Instant::now() >= deadline);
+/// # }
+/// ```
+#[track_caller]
+pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
+    let shard = crate::default::current_shard();
+    Timeout::new(future.into_future(), Sleep::new(shard, deadline))
+}
+
+pin_project! {
+    /// A future with a deadline, created by [`timeout`], [`timeout_at`] or
+    /// [`Timer::timeout`](crate::Timer::timeout).
+    ///
+    /// Resolves to `Ok` with the inner future's output if it completes first, or to
+    /// `Err(Elapsed)` once the deadline passes (or the timer shuts down).
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    #[derive(Debug)]
+    pub struct Timeout<T> {
+        #[pin]
+        value: T,
+        delay: Sleep,
+    }
+}
+
+impl<T> Timeout<T> {
+    pub(crate) fn new(value: T, delay: Sleep) -> Timeout<T> {
+        Timeout { value, delay }
+    }
+
+    /// A reference to the inner future.
+    pub fn get_ref(&self) -> &T {
+        &self.value
+    }
+
+    /// A mutable reference to the inner future.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.value
+    }
+
+    /// A pinned mutable reference to the inner future.
+    pub fn get_pin_mut(self: Pin<&mut Self>) -> Pin<&mut T> {
+        self.project().value
+    }
+
+    /// The inner future; its timer is removed from the wheel.
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+
+    /// The deadline.
+    pub fn deadline(&self) -> Instant {
+        self.delay.deadline()
+    }
+}
+
+impl<T: Future> Future for Timeout<T> {
+    type Output = Result<T::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let me = self.project();
+        if let Poll::Ready(v) = me.value.poll(cx) {
+            // Done in time: the timer is not needed any more, even if the Timeout is kept.
+            me.delay.disarm();
+            return Poll::Ready(Ok(v));
+        }
+        match Pin::new(&mut *me.delay).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed {
+                shutdown: me.delay.is_shutdown(),
+            })),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// The error of a [`Timeout`] whose deadline passed before its future completed.
+///
+/// Converts into [`std::io::Error`] with [`ErrorKind::TimedOut`](std::io::ErrorKind::TimedOut).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Elapsed {
+    shutdown: bool,
+}
+
+impl Elapsed {
+    /// Whether the timeout ended because its timer shut down rather than at its deadline.
+    pub fn is_shutdown(&self) -> bool {
+        self.shutdown
+    }
+}
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.shutdown {
+            f.write_str("timer shut down before the deadline")
+        } else {
+            f.write_str("deadline has elapsed")
+        }
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+impl From<Elapsed> for std::io::Error {
+    fn from(e: Elapsed) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, e)
+    }
+}
