@@ -1,0 +1,501 @@
+//! Integration tests for delayed tasks: `spawn_after`, `spawn_at`, `DelayedTask` and `DelayedError`.
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::task::Context;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tokio_test::{assert_pending, assert_ready, task};
+use tokio_timing_wheel::{sleep_wheel, spawn_after, spawn_at, DelayedError, DelayedTask, Timer};
+
+const TICK: Duration = Duration::from_millis(1);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Lets the timer's driver task and any task it spawned run, without moving time.
+async fn settle() {
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Asserts `at` lies in `[deadline, deadline + TICK]`.
+#[track_caller]
+fn assert_on_time(at: Instant, deadline: Instant) {
+    assert!(
+        at >= deadline,
+        "ran {:?} before its deadline",
+        deadline - at
+    );
+    assert!(
+        at <= deadline + TICK,
+        "ran {:?} after its deadline, more than one tick",
+        at - deadline
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn result_is_delivered_at_or_after_the_deadline_within_one_tick() {
+    let start = Instant::now();
+    let deadline = start + ms(250);
+    let task = spawn_after(ms(250), async { (Instant::now(), "done") });
+    let (ran_at, value) = task.await.expect("the task completes");
+    assert_eq!(value, "done");
+    assert_on_time(ran_at, deadline);
+
+    // The same through spawn_at, with a deadline that is not a whole number of ticks.
+    let deadline = Instant::now() + Duration::from_micros(12_345);
+    let task = spawn_at(deadline, async { Instant::now() });
+    let ran_at = task.await.expect("the task completes");
+    assert_on_time(ran_at, deadline);
+}
+
+#[tokio::test(start_paused = true)]
+async fn future_does_not_run_before_its_deadline() {
+    let start = Instant::now();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let task = spawn_after(ms(100), async move {
+        flag.store(true, SeqCst);
+    });
+
+    tokio::time::sleep_until(start + ms(99)).await;
+    settle().await;
+    assert!(!ran.load(SeqCst), "ran 1 ms before its deadline");
+    assert!(!task.is_finished());
+
+    tokio::time::sleep_until(start + ms(100)).await;
+    settle().await;
+    assert!(ran.load(SeqCst), "did not run at its deadline");
+    assert!(task.is_finished());
+    task.await.expect("the task completes");
+}
+
+#[tokio::test(start_paused = true)]
+async fn zero_duration_and_past_deadline_run_promptly() {
+    let start = Instant::now();
+    let zero = spawn_after(Duration::ZERO, async { Instant::now() });
+    let ran_at = zero.await.expect("zero-duration task completes");
+    assert_eq!(ran_at, start, "a zero duration must not wait");
+
+    tokio::time::advance(ms(10)).await;
+    let now = Instant::now();
+    let past = spawn_at(now - ms(5), async { Instant::now() });
+    let ran_at = past.await.expect("past-deadline task completes");
+    assert_eq!(ran_at, now, "a past deadline must not wait");
+
+    // Both run without any timer being registered.
+    assert_eq!(Timer::current().pending(), 0);
+
+    // Even without awaiting the handle, the task runs once the runtime gets to it.
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let task = spawn_after(Duration::ZERO, async move { flag.store(true, SeqCst) });
+    settle().await;
+    assert!(ran.load(SeqCst));
+    assert!(task.is_finished());
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_before_deadline_prevents_the_run() {
+    let timer = Timer::current();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let task = spawn_after(ms(100), async move {
+        flag.store(true, SeqCst);
+        1
+    });
+    assert_eq!(timer.pending(), 1);
+    assert!(!task.is_finished());
+
+    tokio::time::sleep(ms(50)).await;
+    assert!(task.cancel(), "the first cancel stops the task");
+    assert_eq!(timer.pending(), 0, "cancel removes the timer at once");
+    assert!(task.is_finished(), "a cancelled task is finished");
+    assert!(!task.cancel(), "the second cancel changes nothing");
+
+    tokio::time::sleep(ms(1_000)).await;
+    settle().await;
+    assert!(!ran.load(SeqCst), "a cancelled task must never run");
+    assert!(!task.cancel());
+
+    let err = task.await.expect_err("a cancelled task has no output");
+    assert!(err.is_cancelled());
+    assert!(!err.is_panic());
+    assert!(!err.is_shutdown());
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_drops_the_future_without_running_it() {
+    struct DropFlag(Arc<AtomicBool>);
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicBool::new(false));
+    let guard = DropFlag(dropped.clone());
+    let task = spawn_after(ms(100), async move {
+        let _guard = guard;
+        unreachable!("cancelled");
+    });
+    assert!(!dropped.load(SeqCst));
+    assert!(task.cancel());
+    assert!(dropped.load(SeqCst), "cancel drops the future at once");
+    assert!(task.await.unwrap_err().is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_after_start_returns_false_and_task_completes() {
+    let started = Arc::new(AtomicBool::new(false));
+    let flag = started.clone();
+    let (tx, rx) = oneshot::channel::<u32>();
+    let task = spawn_after(ms(20), async move {
+        flag.store(true, SeqCst);
+        rx.await.expect("sender kept") * 2
+    });
+
+    tokio::time::sleep(ms(20)).await;
+    settle().await;
+    assert!(started.load(SeqCst), "the task started at its deadline");
+    assert!(!task.is_finished(), "it is blocked on the channel");
+
+    assert!(!task.cancel(), "a started task cannot be cancelled");
+    assert!(!task.cancel());
+    assert!(!task.is_finished(), "cancel did not interrupt it");
+
+    tx.send(21).unwrap();
+    assert_eq!(task.await.expect("the task completes"), 42);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_after_start_with_long_sleep_returns_false() {
+    let started = Arc::new(AtomicBool::new(false));
+    let flag = started.clone();
+    let start = Instant::now();
+    let task = spawn_after(ms(10), async move {
+        flag.store(true, SeqCst);
+        tokio::time::sleep(ms(500)).await;
+        "slow"
+    });
+    tokio::time::sleep(ms(100)).await;
+    assert!(started.load(SeqCst));
+    assert!(!task.cancel());
+    assert_eq!(task.await.unwrap(), "slow");
+    assert!(start.elapsed() >= ms(510));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_after_completion_returns_false() {
+    let mut task = spawn_after(ms(10), async { 5 });
+    tokio::time::sleep(ms(20)).await;
+    settle().await;
+    assert!(task.is_finished());
+    assert!(!task.cancel(), "a finished task cannot be cancelled");
+    assert_eq!((&mut task).await.unwrap(), 5, "the output is still there");
+    assert!(task.is_finished());
+    assert!(!task.cancel(), "nor once its output was taken");
+}
+
+#[tokio::test(start_paused = true)]
+async fn panicking_task_reports_the_panic_and_timers_keep_working() {
+    let task = spawn_after(ms(10), async {
+        if true {
+            panic!("boom");
+        }
+    });
+    let err = task.await.expect_err("the task panicked");
+    assert!(err.is_panic());
+    assert!(!err.is_cancelled());
+    assert!(!err.is_shutdown());
+    let payload = err.into_panic();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
+
+    // A formatted panic (with a runtime argument) carries a String.
+    let n = std::hint::black_box(2);
+    let task = spawn_after(ms(10), async move {
+        if true {
+            panic!("boom {n}");
+        }
+    });
+    let err = task.await.unwrap_err();
+    let payload = err.try_into_panic().expect("a panic error");
+    assert_eq!(
+        payload.downcast_ref::<String>().map(String::as_str),
+        Some("boom 2")
+    );
+
+    // The timer survived: a later sleep and a later delayed task still fire on time.
+    let start = Instant::now();
+    sleep_wheel(ms(30)).await;
+    assert_on_time(Instant::now(), start + ms(30));
+    let start = Instant::now();
+    let later = spawn_after(ms(40), async { Instant::now() });
+    assert_on_time(later.await.unwrap(), start + ms(40));
+}
+
+#[tokio::test(start_paused = true)]
+async fn self_rearming_task_fires_repeatedly_at_the_right_times() {
+    struct State {
+        count: AtomicUsize,
+        times: Mutex<Vec<Instant>>,
+    }
+
+    fn arm(state: Arc<State>) {
+        drop(spawn_after(ms(100), async move {
+            state.times.lock().unwrap().push(Instant::now());
+            if state.count.fetch_add(1, SeqCst) + 1 < 5 {
+                arm(state);
+            }
+        }));
+    }
+
+    let start = Instant::now();
+    let state = Arc::new(State {
+        count: AtomicUsize::new(0),
+        times: Mutex::new(Vec::new()),
+    });
+    arm(state.clone());
+
+    tokio::time::sleep(ms(2_000)).await;
+    settle().await;
+    assert_eq!(state.count.load(SeqCst), 5, "fired exactly five times");
+    let times = state.times.lock().unwrap().clone();
+    assert_eq!(times.len(), 5);
+    for (i, at) in times.iter().enumerate() {
+        assert_on_time(*at, start + ms(100) * (i as u32 + 1));
+    }
+    assert_eq!(Timer::current().pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_handle_does_not_cancel() {
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let task = spawn_after(ms(50), async move { flag.store(true, SeqCst) });
+    drop(task);
+    assert_eq!(Timer::current().pending(), 1, "still registered");
+    tokio::time::sleep(ms(60)).await;
+    settle().await;
+    assert!(
+        ran.load(SeqCst),
+        "a dropped handle must not cancel the task"
+    );
+    assert_eq!(Timer::current().pending(), 0);
+}
+
+/// A xorshift64* generator: deterministic, no dependency.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_delayed_tasks_each_run_exactly_once_never_early() {
+    const N: usize = 1000;
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+    let counts: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(N);
+    let mut immediate = 0;
+    for i in 0..N {
+        // Up to 5 s, microsecond resolution, so deadlines fall inside ticks too.
+        let delay = Duration::from_micros(rng.next() % 5_000_000);
+        let deadline = start + delay;
+        immediate += usize::from(delay.is_zero());
+        let counts = counts.clone();
+        let fut = async move {
+            counts[i].fetch_add(1, SeqCst);
+            Instant::now()
+        };
+        let task = if i % 2 == 0 {
+            spawn_after(delay, fut)
+        } else {
+            spawn_at(deadline, fut)
+        };
+        tasks.push((deadline, task));
+    }
+    assert_eq!(
+        Timer::current().pending(),
+        N - immediate,
+        "every task with a future deadline is registered"
+    );
+
+    for (i, (deadline, task)) in tasks.into_iter().enumerate() {
+        let ran_at = task.await.unwrap_or_else(|e| panic!("task {i}: {e}"));
+        assert_on_time(ran_at, deadline);
+    }
+    tokio::time::sleep(ms(10_000)).await;
+    settle().await;
+    for (i, c) in counts.iter().enumerate() {
+        assert_eq!(c.load(SeqCst), 1, "task {i} ran {} times", c.load(SeqCst));
+    }
+    assert_eq!(Timer::current().pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn delayed_error_traits_and_conversions() {
+    fn assert_traits<T: std::fmt::Debug + std::fmt::Display + std::error::Error + Send + Sync>() {}
+    assert_traits::<DelayedError>();
+    fn assert_send<T: Send>() {}
+    assert_send::<DelayedTask<u8>>();
+
+    let task = spawn_after(ms(100), async {});
+    assert!(task.cancel());
+    let cancelled = task.await.unwrap_err();
+    assert!(!format!("{cancelled}").is_empty());
+    assert!(format!("{cancelled:?}").contains("Cancel"));
+    assert!(std::error::Error::source(&cancelled).is_none());
+    let back = cancelled
+        .try_into_panic()
+        .expect_err("a cancelled error is not a panic");
+    assert!(back.is_cancelled(), "try_into_panic gives the error back");
+
+    let task = spawn_after(ms(1), async {
+        if true {
+            panic!("p");
+        }
+    });
+    let panicked = task.await.unwrap_err();
+    assert!(!panicked.to_string().is_empty());
+    assert!(format!("{panicked:?}").contains("Panic"));
+    assert_ne!(panicked.to_string(), back.to_string());
+
+    let timer = Timer::builder().build().unwrap();
+    timer.shutdown();
+    let shut = timer.spawn_after(ms(1), async {}).await.unwrap_err();
+    assert!(shut.is_shutdown());
+    assert!(!shut.to_string().is_empty());
+    assert!(format!("{shut:?}").contains("Shutdown"));
+    assert!(shut.try_into_panic().unwrap_err().is_shutdown());
+
+    // Debug of the handle does not panic and says whether it finished.
+    let task = spawn_after(ms(5), async {});
+    assert!(format!("{task:?}").contains("false"));
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+#[should_panic]
+async fn into_panic_on_a_cancelled_error_panics() {
+    let task = spawn_after(ms(100), async {});
+    assert!(task.cancel());
+    let err = task.await.unwrap_err();
+    let _ = err.into_panic();
+}
+
+#[tokio::test(start_paused = true)]
+async fn polling_after_completion_panics() {
+    let mut task = spawn_after(ms(10), async { 7 });
+    assert_eq!((&mut task).await.unwrap(), 7);
+    assert!(task.is_finished());
+
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let result = catch_unwind(AssertUnwindSafe(|| Pin::new(&mut task).poll(&mut cx)));
+    let payload = result.expect_err("polling a completed DelayedTask must panic");
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    assert!(msg.contains("after it completed"), "message: {msg}");
+    // The handle is still usable afterwards.
+    assert!(task.is_finished());
+    assert!(!task.cancel());
+}
+
+#[tokio::test(start_paused = true)]
+async fn handle_is_woken_when_the_task_completes() {
+    let mut handle = task::spawn(spawn_after(ms(30), async { 3 }));
+    assert_pending!(handle.poll());
+    assert!(!handle.is_woken());
+    tokio::time::sleep(ms(30)).await;
+    settle().await;
+    assert!(handle.is_woken(), "completion wakes the awaiting task");
+    assert_eq!(assert_ready!(handle.poll()).unwrap(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_wakes_a_waiting_handle() {
+    let mut handle = task::spawn(spawn_after(ms(1_000), async { 1 }));
+    assert_pending!(handle.poll());
+    assert!(!handle.is_woken());
+    assert!(handle.cancel());
+    assert!(handle.is_woken(), "cancel wakes whoever awaits the handle");
+    let err = assert_ready!(handle.poll()).unwrap_err();
+    assert!(err.is_cancelled());
+}
+
+#[test]
+#[should_panic(expected = "runtime")]
+fn spawn_after_outside_a_runtime_panics() {
+    let _task = spawn_after(ms(1), async {});
+}
+
+#[test]
+fn cancel_racing_the_deadline_stops_or_runs_each_task_exactly_once() {
+    const N: usize = 200;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (mut stopped, mut completed) = (0, 0);
+        for round in 0..15u64 {
+            let runs: Arc<Vec<AtomicUsize>> =
+                Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+            let tasks: Vec<_> = (0..N)
+                .map(|i| {
+                    let runs = runs.clone();
+                    spawn_after(
+                        Duration::from_micros(1_500 + 250 * (i as u64 % 8)),
+                        async move {
+                            runs[i].fetch_add(1, SeqCst);
+                            i
+                        },
+                    )
+                })
+                .collect();
+            // Cancel around the deadlines, from this (possibly other) worker thread.
+            std::thread::sleep(Duration::from_micros(2_000 + 300 * (round % 10)));
+            let cancelled: Vec<bool> = tasks.iter().map(|t| t.cancel()).collect();
+            for (i, (task, was_cancelled)) in tasks.into_iter().zip(&cancelled).enumerate() {
+                match task.await {
+                    Ok(v) => {
+                        assert!(!was_cancelled, "task {i}: cancel returned true but it ran");
+                        assert_eq!(v, i);
+                        completed += 1;
+                    }
+                    Err(e) => {
+                        assert!(*was_cancelled, "task {i}: {e} but cancel returned false");
+                        assert!(e.is_cancelled());
+                        stopped += 1;
+                    }
+                }
+            }
+            tokio::time::sleep(ms(5)).await;
+            for (i, c) in cancelled.iter().enumerate() {
+                let expected = usize::from(!c);
+                assert_eq!(runs[i].load(SeqCst), expected, "task {i} (cancelled: {c})");
+            }
+        }
+        assert_eq!(stopped + completed, 15 * N);
+    });
+}

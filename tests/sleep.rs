@@ -1,0 +1,674 @@
+//! Integration tests for `sleep_wheel`, `sleep_wheel_until` and `Sleep` on paused and real time.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Barrier, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use tokio::time::{advance, Instant};
+use tokio_test::{assert_pending, assert_ready, task};
+use tokio_timing_wheel::{sleep_wheel, sleep_wheel_until, Sleep, Timer};
+
+const TICK: Duration = Duration::from_millis(1);
+const MS: Duration = Duration::from_millis(1);
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// Lets the timer's driver task (and any woken task) run after time was advanced.
+async fn settle() {
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Advances paused time by `d`, then lets the driver run.
+async fn step(d: Duration) {
+    advance(d).await;
+    settle().await;
+}
+
+/// A small deterministic PRNG (xorshift64*), so the tests need no extra dependency.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A waker that counts its wakes.
+#[derive(Default)]
+struct CountingWaker(AtomicUsize);
+
+impl CountingWaker {
+    fn count(&self) -> usize {
+        self.0.load(SeqCst)
+    }
+}
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+fn poll_with(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
+    Pin::new(sleep).poll(&mut Context::from_waker(waker))
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else {
+        String::new()
+    }
+}
+
+const DURATIONS: [Duration; 12] = [
+    Duration::ZERO,
+    Duration::from_millis(1),
+    Duration::from_millis(63),
+    Duration::from_millis(64),
+    Duration::from_millis(65),
+    Duration::from_millis(4096),
+    Duration::from_secs(3600),
+    Duration::from_secs(400 * 86_400),
+    // Deadlines inside a tick round up, never down.
+    Duration::from_nanos(1),
+    Duration::from_micros(1500),
+    Duration::from_micros(64_001),
+    Duration::from_nanos(4_096_000_001),
+];
+
+#[tokio::test(start_paused = true)]
+async fn awaited_sleep_is_never_early_and_at_most_one_tick_late() {
+    for d in DURATIONS {
+        let start = Instant::now();
+        sleep_wheel(d).await;
+        let elapsed = start.elapsed();
+        assert!(elapsed >= d, "sleep of {d:?} woke early, after {elapsed:?}");
+        assert!(
+            elapsed <= d + TICK,
+            "sleep of {d:?} woke more than one tick late, after {elapsed:?}"
+        );
+    }
+    assert_eq!(Timer::current().pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn polled_sleep_is_pending_just_before_deadline_and_ready_within_one_tick() {
+    for d in DURATIONS {
+        let start = Instant::now();
+        let mut s = task::spawn(sleep_wheel(d));
+        assert_eq!(s.deadline(), start + d, "deadline of a {d:?} sleep");
+        if d.is_zero() {
+            assert_ready!(s.poll());
+            continue;
+        }
+        assert_pending!(s.poll());
+        assert_eq!(Timer::current().pending(), 1, "{d:?}");
+
+        // Just before the deadline (one microsecond, or now): must not have fired.
+        let gap = d.min(Duration::from_micros(1));
+        step(d - gap).await;
+        assert!(!s.is_woken(), "sleep of {d:?} woken before its deadline");
+        assert_pending!(s.poll(), "sleep of {d:?} ready before its deadline");
+        assert!(!s.is_elapsed(), "{d:?}");
+
+        // At the deadline plus at most one tick: must have fired.
+        step(gap + TICK).await;
+        assert!(
+            s.is_woken(),
+            "sleep of {d:?} not woken one tick after its deadline"
+        );
+        assert_ready!(
+            s.poll(),
+            "sleep of {d:?} not ready one tick after its deadline"
+        );
+        assert!(s.is_elapsed(), "{d:?}");
+        assert_eq!(Timer::current().pending(), 0, "{d:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_never_fires_and_never_panics() {
+    let start = Instant::now();
+    let mut s = task::spawn(sleep_wheel(Duration::MAX));
+    assert!(
+        s.deadline() >= start + 365 * 29 * DAY,
+        "Duration::MAX must mean the far future, got {:?} from now",
+        s.deadline() - start
+    );
+    assert_pending!(s.poll());
+    assert_eq!(Timer::current().pending(), 1);
+    for _ in 0..4 {
+        step(250 * DAY).await;
+        assert!(!s.is_woken(), "Duration::MAX sleep woken");
+        assert_pending!(s.poll(), "Duration::MAX sleep fired");
+        assert!(!s.is_elapsed());
+    }
+    assert_eq!(Timer::current().pending(), 1);
+    drop(s);
+    assert_eq!(Timer::current().pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn far_deadline_on_nanosecond_tick_timer_never_fires() {
+    // 1000 years of 1 ns ticks does not fit in u64: the tick saturates.
+    let timer = Timer::builder()
+        .tick(Duration::from_nanos(1))
+        .build()
+        .unwrap();
+    let mut far = task::spawn(timer.sleep_until(Instant::now() + 365_000 * DAY));
+    let mut max = task::spawn(timer.sleep(Duration::MAX));
+    let mut near = task::spawn(timer.sleep(Duration::from_millis(5)));
+    assert_pending!(far.poll());
+    assert_pending!(max.poll());
+    assert_pending!(near.poll());
+    assert_eq!(timer.pending(), 3);
+    step(Duration::from_millis(5)).await;
+    assert_ready!(near.poll());
+    step(1000 * DAY).await;
+    assert_pending!(far.poll());
+    assert_pending!(max.poll());
+    assert_eq!(timer.pending(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_in_the_past_is_ready_on_first_poll() {
+    let mut s = task::spawn(sleep_wheel_until(Instant::now() - Duration::from_secs(1)));
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+    assert!(!s.is_shutdown());
+    let mut now = task::spawn(sleep_wheel_until(Instant::now()));
+    assert_ready!(now.poll());
+    assert_eq!(Timer::current().pending(), 0, "nothing registered");
+}
+
+#[tokio::test(start_paused = true)]
+async fn zero_duration_is_ready_on_first_poll() {
+    let mut s = task::spawn(sleep_wheel(Duration::ZERO));
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+    // Ready again on a second poll, and nothing registered.
+    assert_ready!(s.poll());
+    assert_eq!(Timer::current().pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_random_sleeps_fire_exactly_once_in_deadline_order() {
+    const N: usize = 2000;
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let start = Instant::now();
+    // Spread over several levels: under 64 ms, under 4 s, under 5 min, under 3 h.
+    let deadlines: Vec<Instant> = (0..N)
+        .map(|i| {
+            let range = [64, 4096, 300_000, 10_000_000][i % 4];
+            start + Duration::from_millis(rng.below(range))
+        })
+        .collect();
+    let woke: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::new(Mutex::new(Vec::with_capacity(N)));
+    let mut handles = Vec::with_capacity(N);
+    for (i, &deadline) in deadlines.iter().enumerate() {
+        let woke = woke.clone();
+        handles.push(tokio::spawn(async move {
+            sleep_wheel_until(deadline).await;
+            woke.lock().unwrap().push((i, Instant::now()));
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let woke = woke.lock().unwrap();
+    assert_eq!(woke.len(), N, "every sleep fires exactly once");
+    let mut seen = vec![false; N];
+    for &(i, at) in woke.iter() {
+        assert!(!seen[i], "sleep {i} fired twice");
+        seen[i] = true;
+        let deadline = deadlines[i];
+        assert!(
+            at >= deadline,
+            "sleep {i} early by {:?}",
+            deadline.duration_since(at)
+        );
+        assert!(
+            at <= deadline + TICK,
+            "sleep {i} late by {:?}",
+            at.duration_since(deadline)
+        );
+    }
+    for pair in woke.windows(2) {
+        let (a, b) = (pair[0].0, pair[1].0);
+        assert!(
+            deadlines[a] <= deadlines[b],
+            "wake order not sorted by deadline: {a} ({:?}) before {b} ({:?})",
+            deadlines[a] - start,
+            deadlines[b] - start
+        );
+    }
+    assert_eq!(Timer::current().pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_random_sub_tick_sleeps_fire_once_never_early_within_one_tick() {
+    const N: usize = 2000;
+    let mut rng = XorShift(0x0123_4567_89AB_CDEF);
+    Timer::current(); // the timer's ticks start now
+    let start = Instant::now();
+    let deadlines: Vec<Instant> = (0..N)
+        .map(|i| {
+            let range_us = [64_000, 4_096_000, 300_000_000][i % 3];
+            start + Duration::from_micros(rng.below(range_us))
+        })
+        .collect();
+    let woke: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::new(Mutex::new(Vec::with_capacity(N)));
+    let mut handles = Vec::with_capacity(N);
+    for (i, &deadline) in deadlines.iter().enumerate() {
+        let woke = woke.clone();
+        handles.push(tokio::spawn(async move {
+            sleep_wheel_until(deadline).await;
+            woke.lock().unwrap().push((i, Instant::now()));
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let woke = woke.lock().unwrap();
+    assert_eq!(woke.len(), N, "every sleep fires exactly once");
+    let mut seen = vec![false; N];
+    for &(i, at) in woke.iter() {
+        assert!(!seen[i], "sleep {i} fired twice");
+        seen[i] = true;
+        let deadline = deadlines[i];
+        assert!(at >= deadline, "sleep {i} early by {:?}", deadline - at);
+        assert!(
+            at <= deadline + TICK,
+            "sleep {i} late by {:?}",
+            at - deadline
+        );
+    }
+    // Within a tick the order is unspecified; across ticks it follows the deadlines.
+    let tick_of = |d: Instant| (d - start).as_nanos().div_ceil(TICK.as_nanos());
+    for pair in woke.windows(2) {
+        let (a, b) = (pair[0].0, pair[1].0);
+        assert!(
+            tick_of(deadlines[a]) <= tick_of(deadlines[b]),
+            "wake order not sorted by deadline tick: {a} ({:?}) before {b} ({:?})",
+            deadlines[a] - start,
+            deadlines[b] - start
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_later_is_lazy_and_fires_at_the_new_deadline() {
+    let start = Instant::now();
+    let mut s = task::spawn(sleep_wheel(Duration::from_millis(100)));
+    assert_pending!(s.poll());
+    Pin::new(&mut *s).reset(start + Duration::from_millis(300));
+    assert_eq!(s.deadline(), start + Duration::from_millis(300));
+    assert!(!s.is_elapsed());
+    assert_pending!(s.poll());
+    assert_eq!(Timer::current().pending(), 1);
+
+    // The old deadline passes: at most a spurious wakeup, never completion.
+    step(Duration::from_millis(100)).await;
+    assert_pending!(s.poll(), "fired at the old deadline");
+    assert!(!s.is_elapsed());
+    assert_eq!(
+        Timer::current().pending(),
+        1,
+        "re-filed for the new deadline"
+    );
+
+    step(Duration::from_millis(199)).await;
+    assert!(!s.is_woken());
+    assert_pending!(s.poll(), "fired before the new deadline");
+
+    step(MS).await;
+    assert!(s.is_woken(), "not woken at the new deadline");
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+    assert_eq!(start.elapsed(), Duration::from_millis(300));
+    assert_eq!(Timer::current().pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_earlier_fires_at_the_earlier_deadline() {
+    let start = Instant::now();
+    let mut s = task::spawn(sleep_wheel(Duration::from_secs(300)));
+    assert_pending!(s.poll());
+    Pin::new(&mut *s).reset(start + Duration::from_millis(100));
+    assert_eq!(s.deadline(), start + Duration::from_millis(100));
+    assert_pending!(s.poll());
+
+    step(Duration::from_millis(99)).await;
+    assert!(!s.is_woken());
+    assert_pending!(s.poll());
+
+    step(MS).await;
+    assert!(s.is_woken(), "not woken at the earlier deadline");
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+    assert_eq!(Timer::current().pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_to_the_past_makes_the_next_poll_ready() {
+    let mut s = task::spawn(sleep_wheel(Duration::from_secs(300)));
+    assert_pending!(s.poll());
+    assert_eq!(Timer::current().pending(), 1);
+    Pin::new(&mut *s).reset(Instant::now() - MS);
+    assert!(s.is_elapsed(), "reset to the past: elapsed at once");
+    assert_ready!(s.poll());
+    assert_eq!(Timer::current().pending(), 0, "the old entry is removed");
+
+    // To exactly now, too.
+    let mut s = task::spawn(sleep_wheel(Duration::from_secs(300)));
+    assert_pending!(s.poll());
+    Pin::new(&mut *s).reset(Instant::now());
+    assert_ready!(s.poll());
+    assert_eq!(Timer::current().pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_after_completion_waits_again() {
+    let mut s = task::spawn(sleep_wheel(Duration::from_millis(10)));
+    assert_pending!(s.poll());
+    step(Duration::from_millis(10)).await;
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+
+    let again = Instant::now() + Duration::from_millis(50);
+    Pin::new(&mut *s).reset(again);
+    assert!(!s.is_elapsed(), "a reset Sleep waits again");
+    assert_pending!(s.poll());
+    assert_eq!(Timer::current().pending(), 1);
+
+    step(Duration::from_millis(49)).await;
+    assert!(!s.is_woken());
+    assert_pending!(s.poll());
+    step(MS).await;
+    assert!(s.is_woken());
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+    assert_eq!(Instant::now(), again);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_before_first_poll_uses_the_new_deadline() {
+    let start = Instant::now();
+    let mut s = task::spawn(sleep_wheel(Duration::from_millis(10)));
+    Pin::new(&mut *s).reset(start + Duration::from_millis(40));
+    assert_pending!(s.poll());
+    step(Duration::from_millis(39)).await;
+    assert_pending!(s.poll());
+    step(MS).await;
+    assert_ready!(s.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_later_after_firing_but_before_poll_waits_for_the_new_deadline() {
+    let start = Instant::now();
+    let mut s = task::spawn(sleep_wheel(Duration::from_millis(100)));
+    assert_pending!(s.poll());
+    step(Duration::from_millis(100)).await;
+    assert!(s.is_woken(), "fired");
+    // Not polled yet: move the deadline later.
+    Pin::new(&mut *s).reset(start + Duration::from_millis(150));
+    assert!(!s.is_elapsed());
+    assert_pending!(s.poll(), "must wait for the new deadline");
+    step(Duration::from_millis(49)).await;
+    assert_pending!(s.poll());
+    step(MS).await;
+    assert!(s.is_woken());
+    assert_ready!(s.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn is_elapsed_is_true_once_fired_even_before_the_next_poll() {
+    // Documented: "Whether the deadline has been reached (this Sleep returned Ready or will on
+    // its next poll without waiting)".
+    let mut s = task::spawn(sleep_wheel(Duration::from_millis(20)));
+    assert_pending!(s.poll());
+    assert!(!s.is_elapsed());
+    step(Duration::from_millis(20)).await;
+    assert!(s.is_woken(), "fired");
+    assert!(
+        s.is_elapsed(),
+        "the deadline was reached and the next poll completes, yet is_elapsed() is false"
+    );
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_pending_sleep_removes_its_timer_and_waker() {
+    let timer = Timer::current();
+    let counter = Arc::new(CountingWaker::default());
+    let waker = Waker::from(counter.clone());
+    let mut s = sleep_wheel(Duration::from_secs(60));
+    assert_eq!(
+        timer.pending(),
+        0,
+        "registered on first poll, not at creation"
+    );
+    assert!(poll_with(&mut s, &waker).is_pending());
+    assert_eq!(timer.pending(), 1);
+    drop(waker);
+    assert_eq!(
+        Arc::strong_count(&counter),
+        2,
+        "the wheel holds a waker clone"
+    );
+    drop(s);
+    assert_eq!(timer.pending(), 0);
+    assert_eq!(Arc::strong_count(&counter), 1, "the waker is released");
+    step(Duration::from_secs(61)).await;
+    assert_eq!(counter.count(), 0, "a dropped sleep never wakes");
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_the_latest_waker_is_woken() {
+    let first = Arc::new(CountingWaker::default());
+    let second = Arc::new(CountingWaker::default());
+    let (w1, w2) = (Waker::from(first.clone()), Waker::from(second.clone()));
+    let mut s = sleep_wheel(Duration::from_millis(30));
+    assert!(poll_with(&mut s, &w1).is_pending());
+    step(Duration::from_millis(10)).await;
+    // The task moved: poll from another one.
+    assert!(poll_with(&mut s, &w2).is_pending());
+    step(Duration::from_millis(19)).await;
+    assert_eq!((first.count(), second.count()), (0, 0), "woken early");
+    step(MS).await;
+    assert_eq!(first.count(), 0, "the stale waker was woken");
+    assert_eq!(
+        second.count(),
+        1,
+        "the latest waker was not woken exactly once"
+    );
+    assert!(poll_with(&mut s, &w2).is_ready());
+    assert_eq!(Arc::strong_count(&first), 2, "only the local w1 holds it");
+
+    // Same with mock tasks: the future moves from one task to another.
+    let mut s = sleep_wheel(Duration::from_millis(30));
+    let mut a = task::spawn(poll_fn_ref(&mut s));
+    assert_pending!(a.poll());
+    drop(a);
+    let mut b = task::spawn(poll_fn_ref(&mut s));
+    assert_pending!(b.poll());
+    step(Duration::from_millis(30)).await;
+    assert!(b.is_woken());
+    assert_ready!(b.poll());
+}
+
+/// A future polling `sleep` by reference, so several mock tasks can take turns.
+fn poll_fn_ref(sleep: &mut Sleep) -> impl Future<Output = ()> + '_ {
+    std::future::poll_fn(move |cx| Pin::new(&mut *sleep).poll(cx))
+}
+
+#[tokio::test(start_paused = true)]
+async fn explicit_timer_with_10ms_tick_fires_within_one_tick() {
+    let tick = Duration::from_millis(10);
+    let timer = Timer::builder().tick(tick).build().unwrap();
+    assert_eq!(timer.tick(), tick);
+    let d = Duration::from_millis(25);
+
+    let start = Instant::now();
+    timer.sleep(d).await;
+    let elapsed = start.elapsed();
+    assert!(elapsed >= d, "early: {elapsed:?}");
+    assert!(elapsed <= d + tick, "more than one tick late: {elapsed:?}");
+
+    // Polled: pending just before 25 ms, ready by 35 ms.
+    let start = Instant::now();
+    let mut s = task::spawn(timer.sleep(d));
+    assert_pending!(s.poll());
+    step(d - Duration::from_micros(1)).await;
+    assert_pending!(s.poll());
+    step(Duration::from_micros(1) + tick).await;
+    assert_ready!(s.poll());
+    assert!(start.elapsed() <= d + tick);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_hour_sleep_costs_a_handful_of_driver_wakeups() {
+    let timer = Timer::builder().build().unwrap();
+    let start = Instant::now();
+    let mut s = task::spawn(timer.sleep(Duration::from_secs(3600)));
+    assert_pending!(s.poll());
+    let levels = timer.metrics().levels;
+    assert!(levels >= 1, "{:?}", timer.metrics());
+    drop(s);
+    assert_eq!(timer.pending(), 0);
+
+    let timer = Timer::builder().build().unwrap();
+    timer.sleep(Duration::from_secs(3600)).await;
+    let elapsed = start.elapsed();
+    assert!(elapsed >= Duration::from_secs(3600) && elapsed <= Duration::from_secs(3600) + TICK);
+    let m = timer.metrics();
+    assert!(
+        m.driver_wakeups <= (levels as u64 + 1) + 3 && m.driver_wakeups <= 8,
+        "{m:?} for {levels} levels"
+    );
+    assert_eq!(m.pending, 0);
+
+    // Idle afterwards: no more wakeups.
+    let before = timer.metrics().driver_wakeups;
+    step(DAY).await;
+    assert_eq!(
+        timer.metrics().driver_wakeups,
+        before,
+        "an idle timer woke up"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_thread_runtime_sleeps_are_never_early() {
+    const N: u64 = 1000;
+    let mut handles = Vec::with_capacity(N as usize);
+    for i in 0..N {
+        let d = Duration::from_millis(1 + (i * 7919) % 50);
+        handles.push(tokio::spawn(async move {
+            let start = Instant::now();
+            let s = sleep_wheel(d);
+            let deadline = s.deadline();
+            s.await;
+            (d, start.elapsed(), Instant::now() >= deadline)
+        }));
+    }
+    let mut done = 0;
+    let mut max_late = Duration::ZERO;
+    for h in handles {
+        let (d, elapsed, reached) = h.await.unwrap();
+        assert!(reached, "woke before its deadline ({d:?})");
+        assert!(elapsed >= d, "sleep of {d:?} woke early, after {elapsed:?}");
+        max_late = max_late.max(elapsed - d);
+        done += 1;
+    }
+    assert_eq!(done, N);
+    assert!(
+        max_late < Duration::from_millis(500),
+        "a sleep was {max_late:?} late"
+    );
+    assert_eq!(Timer::current().pending(), 0);
+}
+
+#[test]
+fn two_runtimes_in_two_threads_have_distinct_default_timers() {
+    let barrier = Arc::new(Barrier::new(2));
+    let threads: Vec<_> = (0..2usize)
+        .map(|n| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                    .unwrap();
+                // Register n + 1 long sleeps on this runtime's default timer.
+                let held: Vec<Sleep> = rt.block_on(async {
+                    assert_eq!(Timer::current().pending(), 0, "runtime {n}: fresh timer");
+                    let mut held = Vec::new();
+                    for _ in 0..=n {
+                        let mut s = sleep_wheel(Duration::from_secs(3600));
+                        assert!(poll_with(&mut s, &futures::task::noop_waker()).is_pending());
+                        held.push(s);
+                    }
+                    held
+                });
+                barrier.wait();
+                // Both runtimes hold their sleeps now; each timer sees only its own.
+                rt.block_on(async {
+                    assert_eq!(Timer::current().pending(), n + 1, "runtime {n}");
+                    assert_eq!(Timer::current().metrics().pending, n + 1, "runtime {n}");
+                });
+                barrier.wait();
+                // Both work at once, on the real clock.
+                rt.block_on(async {
+                    for ms in [1u64, 5, 20] {
+                        let d = Duration::from_millis(ms);
+                        let start = Instant::now();
+                        sleep_wheel(d).await;
+                        let elapsed = start.elapsed();
+                        assert!(elapsed >= d, "runtime {n}: early after {elapsed:?}");
+                        assert!(elapsed < d + Duration::from_millis(500), "{elapsed:?}");
+                    }
+                    drop(held);
+                    assert_eq!(Timer::current().pending(), 0, "runtime {n}");
+                });
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("runtime thread panicked");
+    }
+}
+
+#[test]
+fn sleep_wheel_outside_a_runtime_panics_mentioning_tokio() {
+    let err = std::panic::catch_unwind(|| drop(sleep_wheel(Duration::from_secs(1))))
+        .expect_err("sleep_wheel outside a runtime must panic");
+    let msg = panic_message(&*err);
+    assert!(msg.contains("Tokio"), "panic message: {msg:?}");
+
+    let err = std::panic::catch_unwind(|| drop(sleep_wheel_until(Instant::now())))
+        .expect_err("sleep_wheel_until outside a runtime must panic");
+    let msg = panic_message(&*err);
+    assert!(msg.contains("Tokio"), "panic message: {msg:?}");
+}

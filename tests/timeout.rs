@@ -1,0 +1,483 @@
+//! Integration tests for `timeout`, `timeout_at`, `Timeout` and `Elapsed`.
+
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::{advance, Instant};
+use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
+use tokio_timing_wheel::{timeout, timeout_at, Elapsed, Timer};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Lets the timer's driver task (and any woken task) run after time was advanced.
+async fn settle() {
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Advances paused time by `d`, then lets the driver run.
+async fn step(d: Duration) {
+    advance(d).await;
+    settle().await;
+}
+
+fn pending_now() -> usize {
+    Timer::current().pending()
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// A future that counts its polls and completes on the `ready_at`-th one (never wakes itself).
+#[derive(Debug)]
+struct PollCounter {
+    polls: usize,
+    ready_at: usize,
+}
+
+impl Future for PollCounter {
+    type Output = usize;
+
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<usize> {
+        self.polls += 1;
+        if self.polls >= self.ready_at {
+            Poll::Ready(self.polls)
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn ready_inner_is_ok_even_with_zero_duration_and_registers_nothing() {
+    let mut t = task::spawn(timeout(Duration::ZERO, async { 7 }));
+    assert_ready_eq!(t.poll(), Ok(7));
+    assert_eq!(pending_now(), 0, "a ready future must not touch the wheel");
+
+    let mut t = task::spawn(timeout(Duration::ZERO, std::future::ready("now")));
+    assert_ready_eq!(t.poll(), Ok("now"));
+    assert_eq!(pending_now(), 0);
+
+    assert_eq!(timeout(Duration::ZERO, async { 1 }).await, Ok(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn ready_inner_is_ok_even_with_a_deadline_in_the_past() {
+    let past = Instant::now() - Duration::from_secs(1);
+    let mut t = task::spawn(timeout_at(past, std::future::ready(5)));
+    assert_eq!(t.deadline(), past);
+    assert_ready_eq!(t.poll(), Ok(5));
+    assert_eq!(pending_now(), 0, "a ready future must not touch the wheel");
+
+    // A pending future with a past deadline errs at once, also without registering.
+    let mut t = task::spawn(timeout_at(past, std::future::pending::<()>()));
+    let err = assert_ready!(t.poll()).unwrap_err();
+    assert!(!err.is_shutdown());
+    assert_eq!(pending_now(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pending_inner_errs_exactly_at_the_deadline() {
+    let start = Instant::now();
+    let d = Duration::from_millis(100);
+    let mut t = task::spawn(timeout(d, std::future::pending::<()>()));
+    assert_eq!(t.deadline(), start + d);
+    assert_pending!(t.poll());
+    assert_eq!(
+        pending_now(),
+        1,
+        "registered once the inner future is pending"
+    );
+
+    step(d - MS).await;
+    assert!(!t.is_woken(), "woken a millisecond early");
+    assert_pending!(t.poll(), "elapsed a millisecond early");
+
+    step(MS - Duration::from_micros(1)).await;
+    assert_pending!(t.poll(), "elapsed a microsecond early");
+
+    step(Duration::from_micros(1)).await;
+    assert!(t.is_woken(), "not woken at the deadline");
+    let err = assert_ready!(t.poll()).unwrap_err();
+    assert!(!err.is_shutdown());
+    assert_eq!(start.elapsed(), d);
+    assert_eq!(pending_now(), 0);
+
+    // Awaited: the same, with auto-advance.
+    let start = Instant::now();
+    let r = timeout(Duration::from_millis(250), std::future::pending::<u8>()).await;
+    assert!(r.is_err());
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(250) && elapsed <= Duration::from_millis(251),
+        "{elapsed:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn inner_completing_before_the_deadline_is_ok_and_removes_the_entry() {
+    let start = Instant::now();
+    let (tx, rx) = oneshot::channel();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        tx.send(9u32).unwrap();
+    });
+    let r = timeout(Duration::from_millis(100), rx).await;
+    assert_eq!(r, Ok(Ok(9)));
+    assert_eq!(start.elapsed(), Duration::from_millis(30));
+    assert_eq!(pending_now(), 0, "the timer entry must be gone");
+
+    // An inner future driven by time, too.
+    let r = timeout(
+        Duration::from_millis(100),
+        tokio::time::sleep(Duration::from_millis(40)),
+    )
+    .await;
+    assert_eq!(r, Ok(()));
+    assert_eq!(pending_now(), 0);
+
+    // Nothing fires later for the finished timeouts: at most one stale wakeup of the driver
+    // (it stays armed for the first deadline), then none at all.
+    let before = Timer::current().metrics().driver_wakeups;
+    step(Duration::from_secs(1)).await;
+    let after = Timer::current().metrics().driver_wakeups;
+    assert!(after <= before + 1, "{before} -> {after} driver wakeups");
+    step(Duration::from_secs(86_400)).await;
+    assert_eq!(Timer::current().metrics().driver_wakeups, after);
+}
+
+#[tokio::test(start_paused = true)]
+async fn timer_entry_is_removed_when_the_inner_future_completes_before_drop() {
+    // Documented: "The timer is registered only when the future first returns Pending, and
+    // removed when it completes or the Timeout is dropped."
+    let (tx, rx) = oneshot::channel();
+    let mut t = task::spawn(timeout(Duration::from_secs(10), rx));
+    assert_pending!(t.poll());
+    assert_eq!(pending_now(), 1);
+    tx.send(3u8).unwrap();
+    assert!(t.is_woken());
+    assert_ready_eq!(t.poll(), Ok(Ok(3)));
+    assert_eq!(
+        pending_now(),
+        0,
+        "the Timeout completed, but its timer is still in the wheel"
+    );
+    drop(t);
+    assert_eq!(pending_now(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn inner_output_wins_when_both_are_ready() {
+    // The inner future is polled first: ready at the deadline still means Ok.
+    let d = Duration::from_millis(50);
+    let mut t = task::spawn(timeout(d, tokio::time::sleep(d)));
+    assert_pending!(t.poll());
+    step(d).await;
+    assert_ready_eq!(t.poll(), Ok(()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_pending_timeout_cancels_its_entry() {
+    let mut t = task::spawn(timeout(
+        Duration::from_secs(60),
+        std::future::pending::<()>(),
+    ));
+    assert_eq!(pending_now(), 0, "nothing registered before the first poll");
+    assert_pending!(t.poll());
+    assert_eq!(pending_now(), 1);
+    drop(t);
+    assert_eq!(pending_now(), 0);
+
+    // Many at once.
+    let mut many: Vec<_> = (0..100u64)
+        .map(|i| {
+            task::spawn(timeout(
+                Duration::from_millis(10 + i),
+                std::future::pending::<()>(),
+            ))
+        })
+        .collect();
+    for t in &mut many {
+        assert_pending!(t.poll());
+    }
+    assert_eq!(pending_now(), 100);
+    many.truncate(40);
+    assert_eq!(pending_now(), 40);
+    drop(many);
+    assert_eq!(pending_now(), 0);
+}
+
+fn assert_send_sync_clone_eq<T: Send + Sync + Clone + PartialEq + 'static>() {}
+fn assert_error<T: std::error::Error + std::fmt::Debug + std::fmt::Display>() {}
+
+#[tokio::test(start_paused = true)]
+async fn elapsed_implements_the_usual_traits() {
+    assert_send_sync_clone_eq::<Elapsed>();
+    assert_error::<Elapsed>();
+
+    let err: Elapsed = timeout(MS, std::future::pending::<()>()).await.unwrap_err();
+    assert!(!err.is_shutdown());
+    assert!(!format!("{err:?}").is_empty());
+    let shown = err.to_string();
+    assert!(!shown.is_empty());
+    let copy = err.clone();
+    assert_eq!(copy, err);
+
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(err.clone());
+    assert_eq!(boxed.to_string(), shown);
+
+    let io = std::io::Error::from(err);
+    assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+    assert_eq!(io.to_string(), shown);
+    let inner = io.get_ref().expect("the io::Error wraps the Elapsed");
+    assert_eq!(inner.downcast_ref::<Elapsed>(), Some(&copy));
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_ref_get_mut_get_pin_mut_and_into_inner() {
+    let mut t = task::spawn(timeout(
+        Duration::from_secs(1),
+        PollCounter {
+            polls: 0,
+            ready_at: 100,
+        },
+    ));
+    assert_eq!(t.get_ref().polls, 0);
+    assert_pending!(t.poll());
+    assert_pending!(t.poll());
+    assert_eq!(t.get_ref().polls, 2);
+    assert_eq!(pending_now(), 1);
+
+    t.get_mut().polls = 10;
+    assert_eq!(t.get_ref().polls, 10);
+    Pin::new(&mut *t).get_pin_mut().ready_at = 12;
+    assert_eq!(t.get_ref().ready_at, 12);
+    assert_pending!(t.poll());
+    assert_ready_eq!(t.poll(), Ok(12));
+    drop(t);
+
+    // into_inner hands the inner future back and removes the timer.
+    let mut t = task::spawn(timeout(
+        Duration::from_secs(1),
+        PollCounter {
+            polls: 0,
+            ready_at: 3,
+        },
+    ));
+    assert_pending!(t.poll());
+    assert_eq!(pending_now(), 1);
+    let mut inner = t.into_inner().into_inner();
+    assert_eq!(pending_now(), 0, "into_inner removes the timer");
+    assert_eq!(inner.polls, 1);
+    let mut inner = task::spawn(&mut inner);
+    assert_pending!(inner.poll());
+    assert_ready_eq!(inner.poll(), 3);
+}
+
+/// A type that is not a future but turns into one.
+struct Answer(u32);
+
+impl IntoFuture for Answer {
+    type Output = u32;
+    type IntoFuture = std::future::Ready<u32>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        std::future::ready(self.0)
+    }
+}
+
+/// Turns into a future that never completes.
+struct Never;
+
+impl IntoFuture for Never {
+    type Output = ();
+    type IntoFuture = std::future::Pending<()>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        std::future::pending()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn into_future_inputs_are_accepted() {
+    assert_eq!(timeout(Duration::from_secs(1), Answer(42)).await, Ok(42));
+    let at = Instant::now() + Duration::from_secs(1);
+    assert_eq!(timeout_at(at, Answer(7)).await, Ok(7));
+    assert!(timeout(Duration::from_millis(5), Never).await.is_err());
+    let timer = Timer::builder().build().unwrap();
+    assert_eq!(
+        timer.timeout(Duration::from_secs(1), Answer(1)).await,
+        Ok(1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_resolves_pending_and_new_timeouts_with_a_shutdown_error() {
+    let timer = Timer::builder().build().unwrap();
+    let mut t = task::spawn(timer.timeout(Duration::from_secs(3600), std::future::pending::<()>()));
+    assert_pending!(t.poll());
+    assert_eq!(timer.pending(), 1);
+    assert!(!timer.is_shutdown());
+
+    timer.shutdown();
+    assert!(timer.is_shutdown());
+    assert!(t.is_woken(), "shutdown must wake the pending timeout");
+    let err = assert_ready!(t.poll()).unwrap_err();
+    assert!(err.is_shutdown());
+    assert!(!err.to_string().is_empty());
+    assert_eq!(timer.pending(), 0);
+
+    // New timeouts on the shut-down timer resolve at once.
+    let mut t = task::spawn(timer.timeout(Duration::from_secs(3600), std::future::pending::<()>()));
+    let err = assert_ready!(t.poll()).unwrap_err();
+    assert!(err.is_shutdown());
+    let r = timer
+        .timeout(Duration::from_secs(3600), std::future::pending::<()>())
+        .await;
+    assert!(r.unwrap_err().is_shutdown());
+    // A ready inner future still wins.
+    assert_eq!(
+        timer.timeout(Duration::from_secs(1), async { 3 }).await,
+        Ok(3)
+    );
+    // Calling it again does nothing.
+    timer.shutdown();
+    assert_eq!(timer.pending(), 0);
+
+    // The default timer is unaffected.
+    let r = timeout(Duration::from_millis(5), std::future::pending::<()>()).await;
+    assert!(!r.unwrap_err().is_shutdown());
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_timeout_stays_pending_without_panicking() {
+    let mut t = task::spawn(timeout(Duration::MAX, std::future::pending::<()>()));
+    assert_pending!(t.poll());
+    step(Duration::from_secs(86_400 * 1000)).await;
+    assert_pending!(t.poll());
+    assert_eq!(pending_now(), 1);
+}
+
+#[test]
+fn timeout_outside_a_runtime_panics_mentioning_tokio() {
+    let err = std::panic::catch_unwind(|| drop(timeout(Duration::from_secs(1), async {})))
+        .expect_err("timeout outside a runtime must panic");
+    let msg = panic_message(&*err);
+    assert!(msg.contains("Tokio"), "panic message: {msg:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_thread_stress_every_timeout_accounted_and_none_early() {
+    const TASKS: usize = 8;
+    const PER_TASK: usize = 10_000;
+    /// Timeouts in flight at once per task.
+    const BATCH: usize = 500;
+
+    #[derive(Default)]
+    struct Counts {
+        ok: AtomicUsize,
+        elapsed: AtomicUsize,
+        wrong: AtomicUsize,
+        early: AtomicUsize,
+        max_late_us: AtomicU64,
+    }
+
+    async fn one(i: usize, counts: Arc<Counts>) {
+        match i % 4 {
+            // Never finishes: a short timeout of 1..5 ms must elapse, never early.
+            0 | 2 => {
+                let d = Duration::from_millis(1 + (i / 4 % 5) as u64);
+                let start = Instant::now();
+                let t = timeout(d, std::future::pending::<()>());
+                let deadline = t.deadline();
+                let r = t.await;
+                let now = Instant::now();
+                match r {
+                    Err(e) if !e.is_shutdown() => {
+                        counts.elapsed.fetch_add(1, SeqCst);
+                        if now < deadline || now.duration_since(start) < d {
+                            counts.early.fetch_add(1, SeqCst);
+                        }
+                        let late = now.saturating_duration_since(deadline).as_micros() as u64;
+                        counts.max_late_us.fetch_max(late, SeqCst);
+                    }
+                    _ => {
+                        counts.wrong.fetch_add(1, SeqCst);
+                    }
+                }
+            }
+            // Finishes soon: answered by another task through a oneshot.
+            1 => {
+                let (tx, rx) = oneshot::channel();
+                tokio::spawn(async move {
+                    tokio::task::yield_now().await;
+                    let _ = tx.send(i);
+                });
+                match timeout(Duration::from_secs(30), rx).await {
+                    Ok(Ok(v)) if v == i => counts.ok.fetch_add(1, SeqCst),
+                    _ => counts.wrong.fetch_add(1, SeqCst),
+                };
+            }
+            // Finishes soon: pending once, then ready.
+            _ => {
+                let r = timeout(Duration::from_secs(30), async {
+                    tokio::task::yield_now().await;
+                    i
+                })
+                .await;
+                match r {
+                    Ok(v) if v == i => counts.ok.fetch_add(1, SeqCst),
+                    _ => counts.wrong.fetch_add(1, SeqCst),
+                };
+            }
+        }
+    }
+
+    let counts = Arc::new(Counts::default());
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|n| {
+            let counts = counts.clone();
+            tokio::spawn(async move {
+                for batch in (0..PER_TASK).step_by(BATCH) {
+                    let futs =
+                        (batch..batch + BATCH).map(|i| one(n * PER_TASK + i, counts.clone()));
+                    futures::future::join_all(futs).await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let took = started.elapsed();
+
+    let total = TASKS * PER_TASK;
+    let ok = counts.ok.load(SeqCst);
+    let elapsed = counts.elapsed.load(SeqCst);
+    assert_eq!(counts.wrong.load(SeqCst), 0, "unexpected outcomes");
+    assert_eq!(ok + elapsed, total, "every timeout accounted for");
+    assert_eq!(ok, total / 2);
+    assert_eq!(elapsed, total / 2);
+    assert_eq!(counts.early.load(SeqCst), 0, "timeouts fired early");
+    let max_late = Duration::from_micros(counts.max_late_us.load(SeqCst));
+    assert!(
+        max_late < Duration::from_secs(2),
+        "a timeout was {max_late:?} late"
+    );
+    assert_eq!(Timer::current().pending(), 0, "entries left in the wheel");
+    eprintln!("stress: {total} timeouts in {took:?}, max lateness {max_late:?}");
+}
