@@ -92,6 +92,8 @@ mod default;
 mod driver;
 mod error;
 mod loom;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod metrics;
 mod shard;
 mod signal;
