@@ -173,7 +173,8 @@ fn loom_register_vs_shutdown() {
         let (inner, _rt) = model_timer();
         let i = inner.clone();
         let w = waker.clone();
-        let registrar = thread::spawn(move || i.shards[0].register(50, w).is_ok());
+        let registrar =
+            thread::spawn(move || i.shards[0].register(50, w).is_ok_and(|k| k.is_some()));
         inner.shutdown();
         let registered = registrar.join().unwrap();
 
@@ -195,7 +196,7 @@ fn loom_reset_vs_fire() {
     model(|| {
         let (inner, _rt) = model_timer();
         let shard = inner.shards[0].clone();
-        let key = shard.register(50, noop_waker()).unwrap();
+        let key = shard.register(50, noop_waker()).unwrap().unwrap();
 
         let s = shard.clone();
         let resetter = thread::spawn(move || s.reschedule(key, 10));

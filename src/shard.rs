@@ -88,10 +88,16 @@ impl Shard {
     }
 
     /// Files `waker` to be woken at tick `deadline`; wakes the driver if this created the
-    /// shard's earliest bucket and the driver would otherwise sleep past it.
-    pub(crate) fn register(&self, deadline: u64, waker: Waker) -> Result<Key, TimerError> {
+    /// shard's earliest bucket and the driver would otherwise sleep past it. `Ok(None)` when
+    /// the wheel's time has already reached `deadline` (nothing is filed; it is due now).
+    pub(crate) fn register(&self, deadline: u64, waker: Waker) -> Result<Option<Key>, TimerError> {
         self.common.reserve()?;
         let mut wheel = self.lock();
+        if deadline <= wheel.now() {
+            drop(wheel);
+            self.common.release(1);
+            return Ok(None);
+        }
         // Checked under the lock: shutdown sets the flag, then drains each shard under its
         // lock, so an entry is either refused here or drained there.
         if self.common.is_shutdown() {
@@ -110,7 +116,7 @@ impl Shard {
             }
         };
         self.publish_head(wheel);
-        Ok(key)
+        Ok(Some(key))
     }
 
     /// Removes a pending entry; `None` if it already fired (or was drained by shutdown).

@@ -44,8 +44,7 @@ use crate::wheel::Key;
 /// ```
 #[track_caller]
 pub fn sleep_wheel(duration: Duration) -> Sleep {
-    let shard = crate::default::current_shard();
-    Sleep::new(shard, deadline_after(duration))
+    Sleep::after(crate::default::current_shard(), duration)
 }
 
 /// Waits until `deadline`, on the current runtime's default timer.
@@ -82,7 +81,12 @@ pub fn sleep_wheel_until(deadline: Instant) -> Sleep {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Not in the wheel (never polled, or fired before a reset to a later deadline).
-    Idle,
+    /// `check_clock`: compare the deadline with the clock before registering. Needed when the
+    /// deadline was given as an `Instant` (it may already have passed); a deadline computed as
+    /// now + a non-zero duration skips the clock read (the hot path of `timeout`).
+    Idle {
+        check_clock: bool,
+    },
     /// In the wheel at tick `tick` (which may be earlier than `deadline` after a lazy reset).
     Registered {
         key: Key,
@@ -112,11 +116,26 @@ pub struct Sleep {
 }
 
 impl Sleep {
+    /// A sleep until `deadline`, which may already have passed.
     pub(crate) fn new(shard: Arc<Shard>, deadline: Instant) -> Sleep {
+        Sleep::with_state(shard, deadline, State::Idle { check_clock: true })
+    }
+
+    /// A sleep of `duration` from now: a zero duration has elapsed already.
+    pub(crate) fn after(shard: Arc<Shard>, duration: Duration) -> Sleep {
+        let state = if duration.is_zero() {
+            State::Elapsed
+        } else {
+            State::Idle { check_clock: false }
+        };
+        Sleep::with_state(shard, deadline_after(duration), state)
+    }
+
+    fn with_state(shard: Arc<Shard>, deadline: Instant, state: State) -> Sleep {
         let state = if shard.common.is_shutdown() {
             State::Shutdown
         } else {
-            State::Idle
+            state
         };
         Sleep {
             shard: Some(shard),
@@ -140,12 +159,12 @@ impl Sleep {
             return Err(TimerError::Shutdown);
         }
         let mut sleep = Sleep::new(shard, deadline);
+        sleep.state = State::Elapsed;
         if deadline > Instant::now() {
             let tick = sleep.shard().common.clock.deadline_to_tick(deadline);
-            let key = sleep.shard().register(tick, noop_waker())?;
-            sleep.state = State::Registered { key, tick };
-        } else {
-            sleep.state = State::Elapsed;
+            if let Some(key) = sleep.shard().register(tick, noop_waker())? {
+                sleep.state = State::Registered { key, tick };
+            }
         }
         Ok(sleep)
     }
@@ -161,7 +180,7 @@ impl Sleep {
         let shard = self.shard();
         match self.state {
             State::Elapsed | State::Shutdown => true,
-            State::Idle => shard.common.is_shutdown() || self.deadline <= Instant::now(),
+            State::Idle { .. } => shard.common.is_shutdown() || self.deadline <= Instant::now(),
             State::Registered { key, tick } => {
                 !shard.contains(key)
                     && (shard.common.is_shutdown()
@@ -174,7 +193,7 @@ impl Sleep {
     pub(crate) fn disarm(&mut self) {
         if let State::Registered { key, .. } = self.state {
             self.shard().cancel(key);
-            self.state = State::Idle;
+            self.state = State::Idle { check_clock: true };
         }
     }
 
@@ -226,25 +245,30 @@ impl Sleep {
                         tick: new_tick,
                     };
                 } else {
-                    this.state = State::Idle;
+                    this.state = State::Idle { check_clock: true };
                 }
             }
-            State::Elapsed => this.state = State::Idle,
-            State::Idle | State::Shutdown => {}
+            State::Elapsed | State::Idle { .. } => this.state = State::Idle { check_clock: true },
+            State::Shutdown => {}
         }
     }
 
     /// Registers (or re-registers) for `self.deadline`; `Ready` if there is nothing to wait for.
-    fn register(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.deadline <= Instant::now() {
+    fn register(&mut self, cx: &mut Context<'_>, check_clock: bool) -> Poll<()> {
+        if check_clock && self.deadline <= Instant::now() {
             self.state = State::Elapsed;
             return Poll::Ready(());
         }
         let tick = self.shard().common.clock.deadline_to_tick(self.deadline);
         match self.shard().register(tick, cx.waker().clone()) {
-            Ok(key) => {
+            Ok(Some(key)) => {
                 self.state = State::Registered { key, tick };
                 Poll::Pending
+            }
+            // The wheel's time is already past the deadline.
+            Ok(None) => {
+                self.state = State::Elapsed;
+                Poll::Ready(())
             }
             Err(TimerError::Shutdown) => {
                 self.state = State::Shutdown;
@@ -264,7 +288,7 @@ impl Future for Sleep {
         let this = self.get_mut();
         match this.state {
             State::Elapsed | State::Shutdown => Poll::Ready(()),
-            State::Idle => this.register(cx),
+            State::Idle { check_clock } => this.register(cx, check_clock),
             State::Registered { key, tick } => {
                 let shard = this.shard();
                 if shard.refresh(key, cx.waker()) {
@@ -277,7 +301,7 @@ impl Future for Sleep {
                 }
                 if shard.common.clock.deadline_to_tick(this.deadline) > tick {
                     // The deadline moved later after registration: wait again.
-                    return this.register(cx);
+                    return this.register(cx, true);
                 }
                 this.state = State::Elapsed;
                 Poll::Ready(())

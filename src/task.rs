@@ -334,11 +334,15 @@ impl<T: Send + 'static> DelayedTask<T> {
             });
         }
         let tick = shard.common.clock.deadline_to_tick(deadline);
-        let key = shard.register(tick, Waker::from(cell.clone()))?;
-        Ok(DelayedTask {
-            cell,
-            registration: Some((shard, key)),
-        })
+        let registration = match shard.register(tick, Waker::from(cell.clone()))? {
+            Some(key) => Some((shard, key)),
+            None => {
+                // Due already: start it now.
+                Waker::from(cell.clone()).wake();
+                None
+            }
+        };
+        Ok(DelayedTask { cell, registration })
     }
 
     /// A task that has already resolved with the shutdown error.

@@ -9,7 +9,6 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
-use crate::clock::deadline_after;
 use crate::sleep::Sleep;
 
 /// Requires `future` to complete within `duration`, on the current runtime's default timer.
@@ -48,10 +47,7 @@ use crate::sleep::Sleep;
 #[track_caller]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     let shard = crate::default::current_shard();
-    Timeout::new(
-        future.into_future(),
-        Sleep::new(shard, deadline_after(duration)),
-    )
+    Timeout::new(future.into_future(), Sleep::after(shard, duration))
 }
 
 /// Requires `future` to complete before `deadline`, on the current runtime's default timer.

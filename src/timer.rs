@@ -141,7 +141,7 @@ impl Timer {
     /// When polled, if the timer was built with [`max_pending`](Builder::max_pending) and is
     /// full. Use [`try_sleep`](Timer::try_sleep) to get an error instead.
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        self.sleep_until(deadline_after(duration))
+        Sleep::after(self.inner().shard().clone(), duration)
     }
 
     /// A future that completes at `deadline` (see [`sleep_wheel_until`](crate::sleep_wheel_until)).
@@ -188,7 +188,7 @@ impl Timer {
     ///
     /// When polled, if the timer is full (see [`sleep`](Timer::sleep)).
     pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-        self.timeout_at(deadline_after(duration), future)
+        Timeout::new(future.into_future(), self.sleep(duration))
     }
 
     /// Requires `future` to complete before `deadline` (see [`timeout_at`](crate::timeout_at)).
