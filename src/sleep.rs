@@ -87,10 +87,10 @@ enum State {
     Idle {
         check_clock: bool,
     },
-    /// In the wheel at tick `tick` (which may be earlier than `deadline` after a lazy reset).
+    /// In the wheel for deadline `at` (earlier than `deadline` after a lazy reset).
     Registered {
         key: Key,
-        tick: u64,
+        at: Instant,
     },
     Elapsed,
     /// The timer shut down before the deadline.
@@ -163,7 +163,7 @@ impl Sleep {
         if deadline > Instant::now() {
             let tick = sleep.shard().common.clock.deadline_to_tick(deadline);
             if let Some(key) = sleep.shard().register(tick, noop_waker())? {
-                sleep.state = State::Registered { key, tick };
+                sleep.state = State::Registered { key, at: deadline };
             }
         }
         Ok(sleep)
@@ -181,12 +181,17 @@ impl Sleep {
         match self.state {
             State::Elapsed | State::Shutdown => true,
             State::Idle { .. } => shard.common.is_shutdown() || self.deadline <= Instant::now(),
-            State::Registered { key, tick } => {
-                !shard.contains(key)
-                    && (shard.common.is_shutdown()
-                        || shard.common.clock.deadline_to_tick(self.deadline) <= tick)
+            State::Registered { key, at } => {
+                !shard.contains(key) && (shard.common.is_shutdown() || !self.moved_later(at))
             }
         }
+    }
+
+    /// Whether the deadline was moved past the tick of the registration for `at` (a lazy
+    /// reset), so that registration firing does not complete this `Sleep`.
+    fn moved_later(&self, at: Instant) -> bool {
+        let clock = &self.shard().common.clock;
+        self.deadline > at && clock.deadline_to_tick(self.deadline) > clock.deadline_to_tick(at)
     }
 
     /// Removes the timer from the wheel, if registered (the owner no longer needs it).
@@ -231,19 +236,15 @@ impl Sleep {
         let this = self.get_mut();
         this.deadline = deadline;
         match this.state {
-            State::Registered { key, tick } => {
+            // Later: nothing to do now (one comparison); re-filed when the entry fires.
+            State::Registered { at, .. } if deadline >= at => {}
+            State::Registered { key, .. } => {
                 let shard = this.shard();
-                let new_tick = shard.common.clock.deadline_to_tick(deadline);
-                if new_tick >= tick {
-                    // Lazy: re-filed when the current registration fires.
-                } else if deadline <= Instant::now() {
+                if deadline <= Instant::now() {
                     shard.cancel(key);
                     this.state = State::Elapsed;
-                } else if shard.reschedule(key, new_tick) {
-                    this.state = State::Registered {
-                        key,
-                        tick: new_tick,
-                    };
+                } else if shard.reschedule(key, shard.common.clock.deadline_to_tick(deadline)) {
+                    this.state = State::Registered { key, at: deadline };
                 } else {
                     this.state = State::Idle { check_clock: true };
                 }
@@ -262,7 +263,10 @@ impl Sleep {
         let tick = self.shard().common.clock.deadline_to_tick(self.deadline);
         match self.shard().register(tick, cx.waker().clone()) {
             Ok(Some(key)) => {
-                self.state = State::Registered { key, tick };
+                self.state = State::Registered {
+                    key,
+                    at: self.deadline,
+                };
                 Poll::Pending
             }
             // The wheel's time is already past the deadline.
@@ -289,7 +293,7 @@ impl Future for Sleep {
         match this.state {
             State::Elapsed | State::Shutdown => Poll::Ready(()),
             State::Idle { check_clock } => this.register(cx, check_clock),
-            State::Registered { key, tick } => {
+            State::Registered { key, at } => {
                 let shard = this.shard();
                 if shard.refresh(key, cx.waker()) {
                     return Poll::Pending;
@@ -299,7 +303,7 @@ impl Future for Sleep {
                     this.state = State::Shutdown;
                     return Poll::Ready(());
                 }
-                if shard.common.clock.deadline_to_tick(this.deadline) > tick {
+                if this.moved_later(at) {
                     // The deadline moved later after registration: wait again.
                     return this.register(cx, true);
                 }

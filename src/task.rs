@@ -64,7 +64,10 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    spawn_at(deadline_after(duration), future)
+    let shard = crate::default::current_shard();
+    let deadline = deadline_after(duration);
+    DelayedTask::new(shard, deadline, duration.is_zero(), future)
+        .unwrap_or_else(|_| DelayedTask::shut_down())
 }
 
 /// Runs `future` as a Tokio task at `deadline`, on the current runtime's default timer.
@@ -100,10 +103,7 @@ where
     F::Output: Send + 'static,
 {
     let shard = crate::default::current_shard();
-    match DelayedTask::new(shard, deadline, future) {
-        Ok(task) => task,
-        Err(_) => DelayedTask::shut_down(),
-    }
+    DelayedTask::new(shard, deadline, true, future).unwrap_or_else(|_| DelayedTask::shut_down())
 }
 
 const WAITING: u8 = 0;
@@ -253,9 +253,9 @@ where
             self.header.complete(Err(DelayedError::shutdown()));
             return;
         }
-        let runtime = self.common.runtime.clone();
+        let common = self.common.clone();
         let guard = CompleteOnDrop(Some(self as StdArc<dyn Cell<F::Output>>));
-        runtime.spawn(async move {
+        common.runtime.spawn(async move {
             let mut guard = guard;
             let out = AssertUnwindSafe(fut).catch_unwind().await;
             if let Some(cell) = guard.0.take() {
@@ -310,9 +310,13 @@ impl<T> fmt::Debug for DelayedTask<T> {
 }
 
 impl<T: Send + 'static> DelayedTask<T> {
+    /// Files `future` to be spawned at `deadline`. `check_clock`: the deadline may already have
+    /// passed (it was given as an `Instant`); without it (now + a non-zero duration), a
+    /// deadline that passes before filing is still caught by the wheel's own time.
     pub(crate) fn new<F>(
         shard: Arc<Shard>,
         deadline: Instant,
+        check_clock: bool,
         future: F,
     ) -> Result<DelayedTask<T>, TimerError>
     where
@@ -326,7 +330,7 @@ impl<T: Send + 'static> DelayedTask<T> {
             future: std::sync::Mutex::new(Some(future)),
             common: shard.common.clone(),
         });
-        if deadline <= Instant::now() {
+        if check_clock && deadline <= Instant::now() {
             Waker::from(cell.clone()).wake();
             return Ok(DelayedTask {
                 cell,

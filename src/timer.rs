@@ -238,7 +238,13 @@ impl Timer {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.spawn_at(deadline_after(duration), future)
+        match self.try_spawn_after(duration, future) {
+            Ok(task) => task,
+            Err(e) => panic!(
+                "tokio-timing-wheel: cannot schedule a delayed task: {e}; \
+                 use Timer::try_spawn_after to handle this"
+            ),
+        }
     }
 
     /// Runs `future` as a Tokio task at `deadline` (see [`spawn_at`](crate::spawn_at)).
@@ -273,7 +279,7 @@ impl Timer {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.try_spawn_at(deadline_after(duration), future)
+        self.try_spawn(deadline_after(duration), duration.is_zero(), future)
     }
 
     /// Like [`spawn_at`](Timer::spawn_at), but returns an error when the timer is full.
@@ -286,7 +292,21 @@ impl Timer {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        match DelayedTask::new(self.inner().shard().clone(), deadline, future) {
+        self.try_spawn(deadline, true, future)
+    }
+
+    fn try_spawn<F>(
+        &self,
+        deadline: Instant,
+        check_clock: bool,
+        future: F,
+    ) -> Result<DelayedTask<F::Output>, TimerError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let shard = self.inner().shard().clone();
+        match DelayedTask::new(shard, deadline, check_clock, future) {
             Err(TimerError::Shutdown) => Ok(DelayedTask::shut_down()),
             other => other,
         }
