@@ -218,11 +218,7 @@ where
     }
 
     fn discard(&self) {
-        let fut = self.take_future();
-        // The future's own destructor is user code: contain it.
-        if catch_unwind(AssertUnwindSafe(move || drop(fut))).is_err() {
-            tracing::error!("a cancelled delayed task's future panicked while being dropped");
-        }
+        drop_contained(self.take_future());
     }
 }
 
@@ -249,19 +245,34 @@ where
             return;
         };
         if self.common.is_shutdown() {
-            drop(fut);
+            // Resolve first: the future's destructor is user code and may panic.
             self.header.complete(Err(DelayedError::shutdown()));
+            drop_contained(Some(fut));
             return;
         }
         let common = self.common.clone();
         let guard = CompleteOnDrop(Some(self as StdArc<dyn Cell<F::Output>>));
         common.runtime.spawn(async move {
             let mut guard = guard;
-            let out = AssertUnwindSafe(fut).catch_unwind().await;
+            // `fut` is consumed inside the caught block, so a panic while dropping it after it
+            // completed is caught too (and reported as a panic, not as a shutdown). Passing
+            // `fut` itself, as clippy suggests, would drop it outside the catch.
+            #[allow(clippy::redundant_async_block)]
+            let out = AssertUnwindSafe(async move { fut.await })
+                .catch_unwind()
+                .await;
             if let Some(cell) = guard.0.take() {
                 cell.header().complete(out.map_err(DelayedError::panic));
             }
         });
+    }
+}
+
+/// Drops a delayed task's future that will never run, containing a panic in its destructor
+/// (user code), which is logged.
+fn drop_contained<F>(fut: Option<F>) {
+    if catch_unwind(AssertUnwindSafe(move || drop(fut))).is_err() {
+        tracing::error!("a delayed task's future panicked while being dropped unrun");
     }
 }
 

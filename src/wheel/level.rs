@@ -24,6 +24,9 @@ pub(crate) struct Level {
     pub(crate) buckets: Box<[Bucket]>,
     /// Entries linked into this level's buckets.
     pub(crate) len: usize,
+    /// Buckets with a live item in the delay queue (possibly emptied since). A level is
+    /// released only when this is zero too, so no heap item can outlive its bucket's record.
+    pub(crate) queued: usize,
 }
 
 impl Level {
@@ -37,6 +40,7 @@ impl Level {
                 })
                 .collect(),
             len: 0,
+            queued: 0,
         }
     }
 }

@@ -289,15 +289,21 @@ impl<T> Wheel<T> {
     }
 
     /// Gives back memory held beyond what the pending entries need: the slab when empty, the
-    /// delay queue's spare capacity and empty top levels.
+    /// delay queue's spare capacity, and empty top levels even while the delay queue still
+    /// holds items of their (emptied) buckets.
     pub(crate) fn shrink_to_fit(&mut self) {
         if self.entries.is_empty() {
             self.entries = Slab::new();
         } else {
             self.entries.shrink_to_fit();
         }
+        // Release every empty top level now, with the heap items of its buckets.
+        while self.levels.last().is_some_and(|l| l.len == 0) {
+            self.levels.pop();
+        }
+        let kept = self.levels.len();
+        self.queue.retain(|bucket| split(bucket).0 < kept);
         self.queue.shrink_to_fit();
-        self.trim_levels();
         self.levels.shrink_to_fit();
     }
 
@@ -328,6 +334,9 @@ impl<T> Wheel<T> {
         let b = &mut lvl.buckets[slot];
         if !(b.queued && b.expiration == expiration) {
             debug_assert!(b.list.is_empty(), "a non-empty bucket has one expiration");
+            if !b.queued {
+                lvl.queued += 1;
+            }
             b.expiration = expiration;
             b.queued = true;
             self.queue.push(expiration, id);
@@ -361,6 +370,7 @@ impl<T> Wheel<T> {
             return; // stale
         }
         b.queued = false;
+        lvl.queued -= 1;
         let mut list = b.list.take();
         self.stats.flushes += 1;
         self.now = self.now.max(expiration);
@@ -388,9 +398,13 @@ impl<T> Wheel<T> {
     }
 
     /// Releases empty levels at the top: the wheel holds no more levels than its furthest
-    /// entry needs.
+    /// entry needs, once the delay queue has let go of their buckets too.
     fn trim_levels(&mut self) {
-        while self.levels.last().is_some_and(|l| l.len == 0) {
+        while self
+            .levels
+            .last()
+            .is_some_and(|l| l.len == 0 && l.queued == 0)
+        {
             self.levels.pop();
         }
     }
@@ -437,7 +451,16 @@ impl<T> Wheel<T> {
             linked += in_level;
         }
         assert_eq!(linked, self.entries.len(), "entries reachable from lists");
-        assert!(self.queue.len() <= 2 * (self.levels.len().max(1) << self.shift) + 1);
+        let queued: usize = self.levels.iter().map(|l| l.queued).sum();
+        for (k, lvl) in self.levels.iter().enumerate() {
+            let n = lvl.buckets.iter().filter(|b| b.queued).count();
+            assert_eq!(n, lvl.queued, "level {k} queued count");
+        }
+        assert_eq!(
+            self.queue.len(),
+            queued,
+            "one heap item per queued bucket, no duplicates"
+        );
     }
 
     #[cfg_attr(not(test), allow(dead_code))] // used by tests

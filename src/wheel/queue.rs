@@ -36,6 +36,11 @@ impl DelayQueue {
         self.heap.iter().map(|r| r.0)
     }
 
+    /// Keeps only the items whose bucket satisfies `keep`.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        self.heap.retain(|r| keep(r.0 .1));
+    }
+
     /// Drops every item, keeping the allocation.
     pub(crate) fn clear(&mut self) {
         self.heap.clear();
