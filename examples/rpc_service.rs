@@ -142,28 +142,35 @@ async fn run(n: usize) {
     let m = Timer::current().metrics();
     let ok = stats.ok.load(Relaxed);
     let timed_out = stats.timed_out.load(Relaxed);
+    let row = |label: &str, value: String| println!("  {label:<38}{value}");
     println!("rpc_service: {n} requests, timeout {TIMEOUT:?}, {CONNECTIONS} connections");
-    println!("  timers pending right after sending:   {in_flight}");
-    println!("  completed in time:                    {ok}");
-    println!("  timed out:                            {timed_out}");
-    println!(
-        "  timeout lateness (mean / max):        {} us / {} us",
-        stats.late_us_sum.load(Relaxed) / timed_out.max(1),
-        stats.late_us_max.load(Relaxed)
+    row("timers pending right after sending:", in_flight.to_string());
+    row("completed in time:", ok.to_string());
+    row("timed out:", timed_out.to_string());
+    row(
+        "timeout lateness (mean / max):",
+        format!(
+            "{} us / {} us",
+            stats.late_us_sum.load(Relaxed) / timed_out.max(1),
+            stats.late_us_max.load(Relaxed)
+        ),
     );
-    println!(
-        "  fired early:                          {}",
-        stats.early.load(Relaxed)
+    row("fired early:", stats.early.load(Relaxed).to_string());
+    row(
+        &format!("heartbeats (every {HEARTBEAT:?}):"),
+        stats.heartbeats.load(Relaxed).to_string(),
     );
-    println!(
-        "  heartbeats (every {HEARTBEAT:?}):           {}",
-        stats.heartbeats.load(Relaxed)
+    row(
+        "idle timers expired (expected 0):",
+        idle_expired.to_string(),
     );
-    println!("  idle timers expired (expected 0):     {idle_expired}");
-    println!("  load finished in:                     {load_time:?}");
-    println!(
-        "  wheel: {} driver wakeups, {} cascades, {} bucket flushes, {} pending at the end",
-        m.driver_wakeups, m.cascades, m.bucket_flushes, m.pending
+    row("load finished in:", format!("{load_time:?}"));
+    row(
+        "wheel:",
+        format!(
+            "{} driver wakeups, {} cascades, {} bucket flushes, {} pending at the end",
+            m.driver_wakeups, m.cascades, m.bucket_flushes, m.pending
+        ),
     );
     assert_eq!(ok + timed_out, n as u64, "every request accounted for");
     assert_eq!(stats.early.load(Relaxed), 0, "no timeout fired early");

@@ -59,15 +59,18 @@ impl Driver {
         common.signal.begin_pass();
         let mut next: Option<u64> = None;
         let mut fired = 0usize;
+        let mut cascades = 0u64;
         for shard in self.inner.shards.iter() {
             loop {
                 let mut wheel = shard.lock();
+                let cascades_before = wheel.stats().cascades;
                 while self.wakers.len() < BATCH {
                     match wheel.poll(now) {
                         Some(e) => self.wakers.push(e.value),
                         None => break,
                     }
                 }
+                cascades += wheel.stats().cascades - cascades_before;
                 let more = self.wakers.len() == BATCH;
                 if !more {
                     if let Some(h) = wheel.next_expiration() {
@@ -87,8 +90,8 @@ impl Driver {
                 }
             }
         }
-        if fired > 0 {
-            tracing::trace!(fired, now, "timer driver pass");
+        if fired > 0 || cascades > 0 {
+            tracing::trace!(fired, cascades, now, "timer driver pass");
         }
         common.signal.commit(next)
     }

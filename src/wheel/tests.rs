@@ -425,8 +425,9 @@ fn run_model(size: usize, ops: Vec<Op>) {
 }
 
 proptest! {
+    // PROPTEST_CASES raises the count for long runs (see the README's fuzzing note).
     #![proptest_config(ProptestConfig {
-        cases: 256,
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
