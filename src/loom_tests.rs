@@ -213,3 +213,42 @@ fn loom_reset_vs_fire() {
         assert!(fired_by_driver ^ fired_later, "fires exactly once");
     });
 }
+
+/// A registration racing with a driver pass over its shard: the entry is fired by this pass
+/// (it was due), or it is still pending and the driver either sleeps no later than its tick or
+/// has been notified. Runs the real `Shard::register` and the driver's pass order.
+#[test]
+fn loom_register_vs_fire() {
+    model(|| {
+        let (inner, _rt) = model_timer();
+        let shard = inner.shards[0].clone();
+        // The driver is armed for tick 3 and passes at tick 3 while tick 5 is registered.
+        assert_eq!(inner.common.signal.commit(Some(3)), Some(3));
+
+        let s = shard.clone();
+        let registrar = thread::spawn(move || s.register(5, noop_waker()).unwrap());
+
+        inner.common.signal.begin_pass();
+        let (fired, next) = {
+            let mut wheel = shard.lock();
+            let fired = wheel.poll(3).is_some();
+            (fired, wheel.next_expiration())
+        };
+        let sleep_until = inner.common.signal.commit(next);
+        let key = registrar
+            .join()
+            .unwrap()
+            .expect("tick 5 is ahead of the wheel");
+
+        assert!(!fired, "nothing is due at tick 3");
+        assert!(shard.contains(key), "still pending");
+        let notified = inner.common.signal.poll_notified(&noop_waker());
+        assert!(
+            notified || sleep_until.is_some_and(|t| t <= 5),
+            "registered entry missed: driver sleeps until {sleep_until:?}"
+        );
+        // The next pass at tick 5 fires it, exactly once.
+        assert!(shard.lock().poll(5).is_some());
+        assert!(shard.lock().poll(5).is_none());
+    });
+}

@@ -337,6 +337,31 @@ impl Timer {
         m
     }
 
+    /// Gives memory back now: each shard's slab of entries if it is empty (a shard also does
+    /// this by itself when it empties while holding more than a few thousand slots), spare
+    /// delay-queue capacity, and empty top levels of its wheel. Pending timers are unaffected.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::Timer;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::builder().build().unwrap();
+    /// let burst: Vec<_> = (0..1000).map(|_| timer.try_sleep(Duration::from_secs(3600)).unwrap()).collect();
+    /// drop(burst);
+    /// timer.shrink_to_fit();
+    /// assert_eq!(timer.pending(), 0);
+    /// # }
+    /// ```
+    pub fn shrink_to_fit(&self) {
+        for shard in self.inner().shards.iter() {
+            shard.lock().shrink_to_fit();
+        }
+    }
+
     /// The tick this timer was built with.
     pub fn tick(&self) -> Duration {
         self.inner().common.clock.tick()
