@@ -13,18 +13,10 @@ use tokio::time::Instant;
 use tokio_test::{assert_pending, assert_ready, task};
 use tokio_timing_wheel::{sleep_wheel, spawn_after, spawn_at, DelayedError, DelayedTask, Timer};
 
+mod common;
+use common::{ms, settle, XorShift};
+
 const TICK: Duration = Duration::from_millis(1);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// Lets the timer's driver task and any task it spawned run, without moving time.
-async fn settle() {
-    for _ in 0..20 {
-        tokio::task::yield_now().await;
-    }
-}
 
 /// Asserts `at` lies in `[deadline, deadline + TICK]`.
 #[track_caller]
@@ -291,24 +283,10 @@ async fn dropping_the_handle_does_not_cancel() {
     assert_eq!(Timer::current().pending(), 0);
 }
 
-/// A xorshift64* generator: deterministic, no dependency.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn many_delayed_tasks_each_run_exactly_once_never_early() {
     const N: usize = 1000;
-    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+    let mut rng = XorShift::new(0x9e37_79b9_7f4a_7c15);
     let counts: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(N);

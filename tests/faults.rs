@@ -20,29 +20,11 @@ use tokio_timing_wheel::{
     sleep_wheel, spawn_after, timeout, DelayedTask, Elapsed, Sleep, Timer, TimerError,
 };
 
+mod common;
+use common::{ms, poll_with, settle, step, CountingWaker};
+
 const YEAR: Duration = Duration::from_secs(365 * 86_400);
 const DAY: Duration = Duration::from_secs(86_400);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// Lets the driver task and any task it woke or spawned run, without moving time.
-async fn settle() {
-    for _ in 0..20 {
-        tokio::task::yield_now().await;
-    }
-}
-
-/// Advances paused time by `d`, then lets the driver run.
-async fn step(d: Duration) {
-    tokio::time::advance(d).await;
-    settle().await;
-}
-
-fn poll_with(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
-    Pin::new(sleep).poll(&mut Context::from_waker(waker))
-}
 
 /// Runs `f` on its own thread and fails if it does not finish within `limit`.
 fn with_watchdog<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -95,26 +77,6 @@ fn current_thread() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// A waker that counts its wakes.
-#[derive(Default)]
-struct CountingWaker(AtomicUsize);
-
-impl CountingWaker {
-    fn count(&self) -> usize {
-        self.0.load(SeqCst)
-    }
-}
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.fetch_add(1, SeqCst);
-    }
 }
 
 /// A waker that panics when woken (after counting the attempt).

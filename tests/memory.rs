@@ -14,6 +14,9 @@ use std::time::Duration;
 
 use tokio_timing_wheel::{DelayedTask, Sleep, Timer};
 
+mod common;
+use common::settle_for;
+
 /// Wraps the system allocator, counting the bytes currently allocated.
 struct Counting;
 
@@ -84,12 +87,9 @@ const TOLERANCE: usize = 64 * 1024;
 /// Allowed bytes per pending sleep, the `Sleep` itself in the `Vec` included.
 const MAX_BYTES_PER_SLEEP: usize = 200;
 
-/// Lets the timer's driver task run (it may trim levels or shrink after the drops).
-async fn settle() {
-    for _ in 0..50 {
-        tokio::task::yield_now().await;
-    }
-}
+/// The yields that let the timer's driver task run (it may trim levels or shrink after the
+/// drops).
+const SETTLE_YIELDS: usize = 50;
 
 fn kib(bytes: usize) -> f64 {
     bytes as f64 / 1024.0
@@ -121,7 +121,7 @@ async fn sleep_rounds(timer: &Timer) -> Vec<usize> {
         let held = current().saturating_sub(before);
         drop(sleeps);
         assert_eq!(timer.pending(), 0, "round {round}: all cancelled");
-        settle().await;
+        settle_for(SETTLE_YIELDS).await;
         assert_eq!(timer.pending(), 0, "round {round}");
         let now = current();
         println!(
@@ -159,7 +159,7 @@ async fn task_rounds(timer: &Timer) -> Vec<usize> {
         }
         assert_eq!(timer.pending(), 0, "round {round}: all cancelled");
         drop(tasks);
-        settle().await;
+        settle_for(SETTLE_YIELDS).await;
         assert_eq!(timer.pending(), 0, "round {round}");
         let now = current();
         println!(
@@ -211,7 +211,7 @@ async fn rpc_cycle_rounds(timer: &Timer) -> Vec<usize> {
             drop(t);
             tokio::task::yield_now().await;
         }
-        settle().await;
+        settle_for(SETTLE_YIELDS).await;
         assert_eq!(timer.pending(), 0, "round {round}");
         let now = current();
         println!(
@@ -234,7 +234,7 @@ fn memory_is_flat_across_rounds_of_registering_and_cancelling() {
         let timer = Timer::builder().build().unwrap();
         // Warm up the runtime and the driver (first allocations of Tokio's own structures).
         timer.sleep(Duration::from_millis(2)).await;
-        settle().await;
+        settle_for(SETTLE_YIELDS).await;
         let baseline = current();
         println!("baseline: {:.1} KiB", kib(baseline));
 

@@ -2,83 +2,20 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::Waker;
 use std::time::Duration;
 
-use tokio::time::{advance, Instant};
+use tokio::time::Instant;
 use tokio_test::{assert_pending, assert_ready, task};
 use tokio_timing_wheel::{sleep_wheel, sleep_wheel_until, Sleep, Timer};
+
+mod common;
+use common::{panic_message, poll_with, step_for, CountingWaker, XorShift, SHORT_SETTLE_YIELDS};
 
 const TICK: Duration = Duration::from_millis(1);
 const MS: Duration = Duration::from_millis(1);
 const DAY: Duration = Duration::from_secs(86_400);
-
-/// Lets the timer's driver task (and any woken task) run after time was advanced.
-async fn settle() {
-    for _ in 0..16 {
-        tokio::task::yield_now().await;
-    }
-}
-
-/// Advances paused time by `d`, then lets the driver run.
-async fn step(d: Duration) {
-    advance(d).await;
-    settle().await;
-}
-
-/// A small deterministic PRNG (xorshift64*), so the tests need no extra dependency.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// A waker that counts its wakes.
-#[derive(Default)]
-struct CountingWaker(AtomicUsize);
-
-impl CountingWaker {
-    fn count(&self) -> usize {
-        self.0.load(SeqCst)
-    }
-}
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, SeqCst);
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.fetch_add(1, SeqCst);
-    }
-}
-
-fn poll_with(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
-    Pin::new(sleep).poll(&mut Context::from_waker(waker))
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else {
-        String::new()
-    }
-}
 
 const DURATIONS: [Duration; 12] = [
     Duration::ZERO,
@@ -126,13 +63,13 @@ async fn polled_sleep_is_pending_just_before_deadline_and_ready_within_one_tick(
 
         // Just before the deadline (one microsecond, or now): must not have fired.
         let gap = d.min(Duration::from_micros(1));
-        step(d - gap).await;
+        step_for(d - gap, SHORT_SETTLE_YIELDS).await;
         assert!(!s.is_woken(), "sleep of {d:?} woken before its deadline");
         assert_pending!(s.poll(), "sleep of {d:?} ready before its deadline");
         assert!(!s.is_elapsed(), "{d:?}");
 
         // At the deadline plus at most one tick: must have fired.
-        step(gap + TICK).await;
+        step_for(gap + TICK, SHORT_SETTLE_YIELDS).await;
         assert!(
             s.is_woken(),
             "sleep of {d:?} not woken one tick after its deadline"
@@ -158,7 +95,7 @@ async fn duration_max_never_fires_and_never_panics() {
     assert_pending!(s.poll());
     assert_eq!(Timer::current().pending(), 1);
     for _ in 0..4 {
-        step(250 * DAY).await;
+        step_for(250 * DAY, SHORT_SETTLE_YIELDS).await;
         assert!(!s.is_woken(), "Duration::MAX sleep woken");
         assert_pending!(s.poll(), "Duration::MAX sleep fired");
         assert!(!s.is_elapsed());
@@ -182,9 +119,9 @@ async fn far_deadline_on_nanosecond_tick_timer_never_fires() {
     assert_pending!(max.poll());
     assert_pending!(near.poll());
     assert_eq!(timer.pending(), 3);
-    step(Duration::from_millis(5)).await;
+    step_for(Duration::from_millis(5), SHORT_SETTLE_YIELDS).await;
     assert_ready!(near.poll());
-    step(1000 * DAY).await;
+    step_for(1000 * DAY, SHORT_SETTLE_YIELDS).await;
     assert_pending!(far.poll());
     assert_pending!(max.poll());
     assert_eq!(timer.pending(), 2);
@@ -214,7 +151,7 @@ async fn zero_duration_is_ready_on_first_poll() {
 #[tokio::test(start_paused = true)]
 async fn many_random_sleeps_fire_exactly_once_in_deadline_order() {
     const N: usize = 2000;
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut rng = XorShift::new(0x9E37_79B9_7F4A_7C15);
     let start = Instant::now();
     // Spread over several levels: under 64 ms, under 4 s, under 5 min, under 3 h.
     let deadlines: Vec<Instant> = (0..N)
@@ -268,7 +205,7 @@ async fn many_random_sleeps_fire_exactly_once_in_deadline_order() {
 #[tokio::test(start_paused = true)]
 async fn many_random_sub_tick_sleeps_fire_once_never_early_within_one_tick() {
     const N: usize = 2000;
-    let mut rng = XorShift(0x0123_4567_89AB_CDEF);
+    let mut rng = XorShift::new(0x0123_4567_89AB_CDEF);
     Timer::current(); // the timer's ticks start now
     let start = Instant::now();
     let deadlines: Vec<Instant> = (0..N)
@@ -328,7 +265,7 @@ async fn reset_later_is_lazy_and_fires_at_the_new_deadline() {
     assert_eq!(Timer::current().pending(), 1);
 
     // The old deadline passes: at most a spurious wakeup, never completion.
-    step(Duration::from_millis(100)).await;
+    step_for(Duration::from_millis(100), SHORT_SETTLE_YIELDS).await;
     assert_pending!(s.poll(), "fired at the old deadline");
     assert!(!s.is_elapsed());
     assert_eq!(
@@ -337,11 +274,11 @@ async fn reset_later_is_lazy_and_fires_at_the_new_deadline() {
         "re-filed for the new deadline"
     );
 
-    step(Duration::from_millis(199)).await;
+    step_for(Duration::from_millis(199), SHORT_SETTLE_YIELDS).await;
     assert!(!s.is_woken());
     assert_pending!(s.poll(), "fired before the new deadline");
 
-    step(MS).await;
+    step_for(MS, SHORT_SETTLE_YIELDS).await;
     assert!(s.is_woken(), "not woken at the new deadline");
     assert_ready!(s.poll());
     assert!(s.is_elapsed());
@@ -358,11 +295,11 @@ async fn reset_earlier_fires_at_the_earlier_deadline() {
     assert_eq!(s.deadline(), start + Duration::from_millis(100));
     assert_pending!(s.poll());
 
-    step(Duration::from_millis(99)).await;
+    step_for(Duration::from_millis(99), SHORT_SETTLE_YIELDS).await;
     assert!(!s.is_woken());
     assert_pending!(s.poll());
 
-    step(MS).await;
+    step_for(MS, SHORT_SETTLE_YIELDS).await;
     assert!(s.is_woken(), "not woken at the earlier deadline");
     assert_ready!(s.poll());
     assert!(s.is_elapsed());
@@ -391,7 +328,7 @@ async fn reset_to_the_past_makes_the_next_poll_ready() {
 async fn reset_after_completion_waits_again() {
     let mut s = task::spawn(sleep_wheel(Duration::from_millis(10)));
     assert_pending!(s.poll());
-    step(Duration::from_millis(10)).await;
+    step_for(Duration::from_millis(10), SHORT_SETTLE_YIELDS).await;
     assert_ready!(s.poll());
     assert!(s.is_elapsed());
 
@@ -401,10 +338,10 @@ async fn reset_after_completion_waits_again() {
     assert_pending!(s.poll());
     assert_eq!(Timer::current().pending(), 1);
 
-    step(Duration::from_millis(49)).await;
+    step_for(Duration::from_millis(49), SHORT_SETTLE_YIELDS).await;
     assert!(!s.is_woken());
     assert_pending!(s.poll());
-    step(MS).await;
+    step_for(MS, SHORT_SETTLE_YIELDS).await;
     assert!(s.is_woken());
     assert_ready!(s.poll());
     assert!(s.is_elapsed());
@@ -417,9 +354,9 @@ async fn reset_before_first_poll_uses_the_new_deadline() {
     let mut s = task::spawn(sleep_wheel(Duration::from_millis(10)));
     Pin::new(&mut *s).reset(start + Duration::from_millis(40));
     assert_pending!(s.poll());
-    step(Duration::from_millis(39)).await;
+    step_for(Duration::from_millis(39), SHORT_SETTLE_YIELDS).await;
     assert_pending!(s.poll());
-    step(MS).await;
+    step_for(MS, SHORT_SETTLE_YIELDS).await;
     assert_ready!(s.poll());
 }
 
@@ -428,15 +365,15 @@ async fn reset_later_after_firing_but_before_poll_waits_for_the_new_deadline() {
     let start = Instant::now();
     let mut s = task::spawn(sleep_wheel(Duration::from_millis(100)));
     assert_pending!(s.poll());
-    step(Duration::from_millis(100)).await;
+    step_for(Duration::from_millis(100), SHORT_SETTLE_YIELDS).await;
     assert!(s.is_woken(), "fired");
     // Not polled yet: move the deadline later.
     Pin::new(&mut *s).reset(start + Duration::from_millis(150));
     assert!(!s.is_elapsed());
     assert_pending!(s.poll(), "must wait for the new deadline");
-    step(Duration::from_millis(49)).await;
+    step_for(Duration::from_millis(49), SHORT_SETTLE_YIELDS).await;
     assert_pending!(s.poll());
-    step(MS).await;
+    step_for(MS, SHORT_SETTLE_YIELDS).await;
     assert!(s.is_woken());
     assert_ready!(s.poll());
 }
@@ -448,7 +385,7 @@ async fn is_elapsed_is_true_once_fired_even_before_the_next_poll() {
     let mut s = task::spawn(sleep_wheel(Duration::from_millis(20)));
     assert_pending!(s.poll());
     assert!(!s.is_elapsed());
-    step(Duration::from_millis(20)).await;
+    step_for(Duration::from_millis(20), SHORT_SETTLE_YIELDS).await;
     assert!(s.is_woken(), "fired");
     assert!(
         s.is_elapsed(),
@@ -480,7 +417,7 @@ async fn dropping_a_pending_sleep_removes_its_timer_and_waker() {
     drop(s);
     assert_eq!(timer.pending(), 0);
     assert_eq!(Arc::strong_count(&counter), 1, "the waker is released");
-    step(Duration::from_secs(61)).await;
+    step_for(Duration::from_secs(61), SHORT_SETTLE_YIELDS).await;
     assert_eq!(counter.count(), 0, "a dropped sleep never wakes");
 }
 
@@ -491,12 +428,12 @@ async fn only_the_latest_waker_is_woken() {
     let (w1, w2) = (Waker::from(first.clone()), Waker::from(second.clone()));
     let mut s = sleep_wheel(Duration::from_millis(30));
     assert!(poll_with(&mut s, &w1).is_pending());
-    step(Duration::from_millis(10)).await;
+    step_for(Duration::from_millis(10), SHORT_SETTLE_YIELDS).await;
     // The task moved: poll from another one.
     assert!(poll_with(&mut s, &w2).is_pending());
-    step(Duration::from_millis(19)).await;
+    step_for(Duration::from_millis(19), SHORT_SETTLE_YIELDS).await;
     assert_eq!((first.count(), second.count()), (0, 0), "woken early");
-    step(MS).await;
+    step_for(MS, SHORT_SETTLE_YIELDS).await;
     assert_eq!(first.count(), 0, "the stale waker was woken");
     assert_eq!(
         second.count(),
@@ -513,7 +450,7 @@ async fn only_the_latest_waker_is_woken() {
     drop(a);
     let mut b = task::spawn(poll_fn_ref(&mut s));
     assert_pending!(b.poll());
-    step(Duration::from_millis(30)).await;
+    step_for(Duration::from_millis(30), SHORT_SETTLE_YIELDS).await;
     assert!(b.is_woken());
     assert_ready!(b.poll());
 }
@@ -540,9 +477,9 @@ async fn explicit_timer_with_10ms_tick_fires_within_one_tick() {
     let start = Instant::now();
     let mut s = task::spawn(timer.sleep(d));
     assert_pending!(s.poll());
-    step(d - Duration::from_micros(1)).await;
+    step_for(d - Duration::from_micros(1), SHORT_SETTLE_YIELDS).await;
     assert_pending!(s.poll());
-    step(Duration::from_micros(1) + tick).await;
+    step_for(Duration::from_micros(1) + tick, SHORT_SETTLE_YIELDS).await;
     assert_ready!(s.poll());
     assert!(start.elapsed() <= d + tick);
 }
@@ -571,7 +508,7 @@ async fn an_hour_sleep_costs_a_handful_of_driver_wakeups() {
 
     // Idle afterwards: no more wakeups.
     let before = timer.metrics().driver_wakeups;
-    step(DAY).await;
+    step_for(DAY, SHORT_SETTLE_YIELDS).await;
     assert_eq!(
         timer.metrics().driver_wakeups,
         before,

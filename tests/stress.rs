@@ -26,6 +26,9 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 use tokio_timing_wheel::{DelayedError, DelayedTask, Sleep, Timer, TimerError};
 
+mod common;
+use common::XorShift;
+
 /// Operations over all workers.
 #[cfg(not(debug_assertions))]
 const TOTAL_OPS: usize = 1_000_000;
@@ -55,27 +58,13 @@ const WATCHDOG: Duration = Duration::from_secs(60);
 /// Lateness beyond this fails the test; on a noisy 2-core box anything below is tolerated.
 const MAX_LATENESS: Duration = Duration::from_secs(10);
 
-/// A xorshift64* generator: deterministic, no dependency.
-struct XorShift(u64);
+/// A random deadline offset for the workers: 0..`MAX_DELAY_US` microseconds.
+trait RandomDelay {
+    /// The next delay.
+    fn delay(&mut self) -> Duration;
+}
 
-impl XorShift {
-    fn new(seed: u64) -> XorShift {
-        XorShift(seed | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
+impl RandomDelay for XorShift {
     fn delay(&mut self) -> Duration {
         Duration::from_micros(self.below(MAX_DELAY_US))
     }

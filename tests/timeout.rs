@@ -8,37 +8,17 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
-use tokio::time::{advance, Instant};
+use tokio::time::Instant;
 use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
 use tokio_timing_wheel::{timeout, timeout_at, Elapsed, Timer};
 
+mod common;
+use common::{panic_message, step_for, SHORT_SETTLE_YIELDS};
+
 const MS: Duration = Duration::from_millis(1);
-
-/// Lets the timer's driver task (and any woken task) run after time was advanced.
-async fn settle() {
-    for _ in 0..16 {
-        tokio::task::yield_now().await;
-    }
-}
-
-/// Advances paused time by `d`, then lets the driver run.
-async fn step(d: Duration) {
-    advance(d).await;
-    settle().await;
-}
 
 fn pending_now() -> usize {
     Timer::current().pending()
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else {
-        String::new()
-    }
 }
 
 /// A future that counts its polls and completes on the `ready_at`-th one (never wakes itself).
@@ -102,14 +82,14 @@ async fn pending_inner_errs_exactly_at_the_deadline() {
         "registered once the inner future is pending"
     );
 
-    step(d - MS).await;
+    step_for(d - MS, SHORT_SETTLE_YIELDS).await;
     assert!(!t.is_woken(), "woken a millisecond early");
     assert_pending!(t.poll(), "elapsed a millisecond early");
 
-    step(MS - Duration::from_micros(1)).await;
+    step_for(MS - Duration::from_micros(1), SHORT_SETTLE_YIELDS).await;
     assert_pending!(t.poll(), "elapsed a microsecond early");
 
-    step(Duration::from_micros(1)).await;
+    step_for(Duration::from_micros(1), SHORT_SETTLE_YIELDS).await;
     assert!(t.is_woken(), "not woken at the deadline");
     let err = assert_ready!(t.poll()).unwrap_err();
     assert!(!err.is_shutdown());
@@ -152,10 +132,10 @@ async fn inner_completing_before_the_deadline_is_ok_and_removes_the_entry() {
     // Nothing fires later for the finished timeouts: at most one stale wakeup of the driver
     // (it stays armed for the first deadline), then none at all.
     let before = Timer::current().metrics().driver_wakeups;
-    step(Duration::from_secs(1)).await;
+    step_for(Duration::from_secs(1), SHORT_SETTLE_YIELDS).await;
     let after = Timer::current().metrics().driver_wakeups;
     assert!(after <= before + 1, "{before} -> {after} driver wakeups");
-    step(Duration::from_secs(86_400)).await;
+    step_for(Duration::from_secs(86_400), SHORT_SETTLE_YIELDS).await;
     assert_eq!(Timer::current().metrics().driver_wakeups, after);
 }
 
@@ -185,7 +165,7 @@ async fn inner_output_wins_when_both_are_ready() {
     let d = Duration::from_millis(50);
     let mut t = task::spawn(timeout(d, tokio::time::sleep(d)));
     assert_pending!(t.poll());
-    step(d).await;
+    step_for(d, SHORT_SETTLE_YIELDS).await;
     assert_ready_eq!(t.poll(), Ok(()));
 }
 
@@ -366,7 +346,7 @@ async fn shutdown_resolves_pending_and_new_timeouts_with_a_shutdown_error() {
 async fn duration_max_timeout_stays_pending_without_panicking() {
     let mut t = task::spawn(timeout(Duration::MAX, std::future::pending::<()>()));
     assert_pending!(t.poll());
-    step(Duration::from_secs(86_400 * 1000)).await;
+    step_for(Duration::from_secs(86_400 * 1000), SHORT_SETTLE_YIELDS).await;
     assert_pending!(t.poll());
     assert_eq!(pending_now(), 1);
 }

@@ -14,29 +14,13 @@ use tokio_timing_wheel::{
     sleep_wheel, spawn_after, BuildError, DelayedTask, Sleep, Timer, TimerError,
 };
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// Lets the driver task and any task it spawned run, without moving time.
-async fn settle() {
-    for _ in 0..20 {
-        tokio::task::yield_now().await;
-    }
-}
+mod common;
+use common::{ms, panic_message, settle};
 
 fn alive_tasks() -> usize {
     tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks()
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------------------------

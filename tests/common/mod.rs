@@ -1,0 +1,109 @@
+//! Helpers shared by the integration tests: a PRNG, settling on paused time, wakers, and such.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use tokio_timing_wheel::Sleep;
+
+/// `n` milliseconds.
+pub(crate) fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The yields [`settle`] and [`step`] make.
+pub(crate) const SETTLE_YIELDS: usize = 20;
+
+/// The fewer yields `sleep.rs` and `timeout.rs` settle with, for [`settle_for`] and [`step_for`].
+pub(crate) const SHORT_SETTLE_YIELDS: usize = 16;
+
+/// Lets the timer's driver task and any task it woke or spawned run, without moving time
+/// ([`SETTLE_YIELDS`] yields).
+pub(crate) async fn settle() {
+    settle_for(SETTLE_YIELDS).await;
+}
+
+/// Yields to the runtime `yields` times, without moving time.
+pub(crate) async fn settle_for(yields: usize) {
+    for _ in 0..yields {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Advances paused time by `d`, then lets the driver run ([`settle`]).
+pub(crate) async fn step(d: Duration) {
+    step_for(d, SETTLE_YIELDS).await;
+}
+
+/// Advances paused time by `d`, then yields `yields` times ([`settle_for`]).
+pub(crate) async fn step_for(d: Duration, yields: usize) {
+    tokio::time::advance(d).await;
+    settle_for(yields).await;
+}
+
+/// A small deterministic PRNG (xorshift64*), so the tests need no extra dependency.
+pub(crate) struct XorShift(u64);
+
+impl XorShift {
+    /// A generator seeded with `seed | 1` (xorshift must not start at zero; odd seeds are kept
+    /// as they are).
+    pub(crate) fn new(seed: u64) -> XorShift {
+        XorShift(seed | 1)
+    }
+
+    /// The next number.
+    pub(crate) fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// The next number modulo `n` (`n` must not be zero).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A waker that counts its wakes.
+#[derive(Debug, Default)]
+pub(crate) struct CountingWaker(AtomicUsize);
+
+impl CountingWaker {
+    /// The wakes so far.
+    pub(crate) fn count(&self) -> usize {
+        self.0.load(SeqCst)
+    }
+}
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// Polls `sleep` once with `waker`.
+pub(crate) fn poll_with(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
+    Pin::new(sleep).poll(&mut Context::from_waker(waker))
+}
+
+/// The message of a panic payload (a `String` or a `&str`), or `""` for any other payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else {
+        String::new()
+    }
+}
