@@ -21,6 +21,10 @@ use crate::wheel::Key;
 /// first poll without touching the wheel. The timer fires at or after the deadline, never
 /// before, and at most one tick (1 ms by default) after it, plus scheduling delay.
 ///
+/// The first poll reads no clock (that is most of a registration's cost): if it comes only
+/// after the deadline has passed, the `Sleep` completes on the driver's next pass, moments
+/// later, rather than on that poll. [`sleep_wheel_until`] checks the clock on first poll.
+///
 /// # Cancellation
 ///
 /// Dropping the returned [`Sleep`] removes its timer from the wheel at once (O(1)).

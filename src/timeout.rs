@@ -17,7 +17,10 @@ use crate::sleep::Sleep;
 /// `Ok` even with a zero `duration`, and never touches the wheel. The timer is registered only
 /// when the future first returns `Pending`, and removed when it completes or the `Timeout` is
 /// dropped: the common case of an RPC that answers in time costs one insert and one O(1)
-/// removal. A `duration` too large to add (such as `Duration::MAX`) means about 30 years.
+/// removal. A `duration` too large to add (such as `Duration::MAX`) means about 30 years. As
+/// with [`sleep_wheel`](crate::sleep_wheel), a first poll that comes only after the deadline
+/// has passed reads no clock, and the timeout elapses on the driver's next pass;
+/// [`timeout_at`] checks the clock on first poll.
 ///
 /// # Cancellation
 ///
