@@ -107,6 +107,11 @@ mod wheel;
 #[doc(hidden)]
 pub mod internals;
 
+/// The README's Rust examples, compiled as doc tests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use crate::error::{BuildError, TimerError};
 pub use crate::metrics::TimerMetrics;
 pub use crate::sleep::{sleep_wheel, sleep_wheel_until, Sleep};
