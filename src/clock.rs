@@ -17,12 +17,21 @@ pub(crate) fn deadline_after(dur: Duration) -> Instant {
     Instant::now().checked_add(dur).unwrap_or_else(far_future)
 }
 
-/// Converts instants to ticks of a fixed width, counted from an origin.
-#[derive(Debug, Clone, Copy)]
+/// log2 of the time units per tick, at most: a 1 ms tick is counted in units of 1/1024 ms.
+pub(crate) const SUBTICK_SHIFT: u32 = 10;
+
+/// Converts instants to the wheel's time: units of `tick / 2^sub_shift`, counted from an
+/// origin. The wheel's level-0 buckets are one tick (`2^sub_shift` units) wide, and entries
+/// keep their deadline in units, so timers fire as precisely as the runtime's timer allows,
+/// not just to the tick.
+#[derive(Debug)]
 pub(crate) struct Clock {
     origin: Instant,
     tick_ns: u64,
-    /// Ticks per second when the tick divides one second evenly (the fast path), else 0.
+    /// log2 of units per tick: `SUBTICK_SHIFT`, or fewer for ticks under 1024 ns, so a unit is
+    /// never finer than a nanosecond and `u64` units span at least 584 years.
+    sub_shift: u32,
+    /// Units per second when that is a whole number (the fast path), else 0.
     per_sec: u64,
 }
 
@@ -31,14 +40,17 @@ impl Clock {
     pub(crate) fn new(tick: Duration) -> Clock {
         let tick_ns = u64::try_from(tick.as_nanos()).expect("tick checked by the builder");
         assert!(tick_ns > 0, "tick checked by the builder");
-        let per_sec = if 1_000_000_000 % tick_ns == 0 {
-            1_000_000_000 / tick_ns
+        let sub_shift = SUBTICK_SHIFT.min(63 - tick_ns.leading_zeros());
+        let units_per_sec = 1_000_000_000u128 << sub_shift;
+        let per_sec = if units_per_sec % u128::from(tick_ns) == 0 {
+            u64::try_from(units_per_sec / u128::from(tick_ns)).unwrap_or(0)
         } else {
             0
         };
         Clock {
             origin: Instant::now(),
             tick_ns,
+            sub_shift,
             per_sec,
         }
     }
@@ -47,38 +59,50 @@ impl Clock {
         Duration::from_nanos(self.tick_ns)
     }
 
-    /// The first tick at or after `deadline` (rounded up, saturating at `u64::MAX`).
-    pub(crate) fn deadline_to_tick(&self, deadline: Instant) -> u64 {
-        let d = deadline.saturating_duration_since(self.origin);
+    /// log2 of units per tick: the width of the wheel's level-0 buckets.
+    pub(crate) fn sub_shift(&self) -> u32 {
+        self.sub_shift
+    }
+
+    /// `ns * units_per_tick / tick_ns`, rounded up or down, saturating.
+    fn ns_to_units(&self, d: Duration, round_up: bool) -> u64 {
+        let upt = 1u64 << self.sub_shift;
         if self.per_sec != 0 {
-            let sub = u64::from(d.subsec_nanos()).div_ceil(self.tick_ns);
+            let scaled = u64::from(d.subsec_nanos()) * upt;
+            let sub = if round_up {
+                scaled.div_ceil(self.tick_ns)
+            } else {
+                scaled / self.tick_ns
+            };
             d.as_secs()
                 .checked_mul(self.per_sec)
                 .and_then(|t| t.checked_add(sub))
                 .unwrap_or(u64::MAX)
         } else {
-            let ticks = d.as_nanos().div_ceil(u128::from(self.tick_ns));
-            u64::try_from(ticks).unwrap_or(u64::MAX)
+            let scaled = d.as_nanos() * u128::from(upt);
+            let units = if round_up {
+                scaled.div_ceil(u128::from(self.tick_ns))
+            } else {
+                scaled / u128::from(self.tick_ns)
+            };
+            u64::try_from(units).unwrap_or(u64::MAX)
         }
     }
 
-    /// The last tick at or before `now` (rounded down).
-    pub(crate) fn now_to_tick(&self, now: Instant) -> u64 {
-        let d = now.saturating_duration_since(self.origin);
-        if self.per_sec != 0 {
-            let sub = u64::from(d.subsec_nanos()) / self.tick_ns;
-            d.as_secs()
-                .checked_mul(self.per_sec)
-                .and_then(|t| t.checked_add(sub))
-                .unwrap_or(u64::MAX)
-        } else {
-            u64::try_from(d.as_nanos() / u128::from(self.tick_ns)).unwrap_or(u64::MAX)
-        }
+    /// The first unit at or after `deadline` (rounded up, saturating at `u64::MAX`).
+    pub(crate) fn deadline_to_units(&self, deadline: Instant) -> u64 {
+        self.ns_to_units(deadline.saturating_duration_since(self.origin), true)
     }
 
-    /// The instant at which `tick` begins, saturating at [`far_future`].
-    pub(crate) fn tick_to_instant(&self, tick: u64) -> Instant {
-        let ns = u128::from(tick) * u128::from(self.tick_ns);
+    /// The last unit at or before `now` (rounded down).
+    pub(crate) fn now_to_units(&self, now: Instant) -> u64 {
+        self.ns_to_units(now.saturating_duration_since(self.origin), false)
+    }
+
+    /// The first instant at which `now_to_units` reaches `units` (rounded up), saturating at
+    /// [`far_future`].
+    pub(crate) fn units_to_instant(&self, units: u64) -> Instant {
+        let ns = (u128::from(units) * u128::from(self.tick_ns)).div_ceil(1u128 << self.sub_shift);
         let secs = u64::try_from(ns / 1_000_000_000).unwrap_or(u64::MAX);
         let dur = Duration::new(secs, (ns % 1_000_000_000) as u32);
         let far = far_future();
@@ -98,45 +122,67 @@ mod tests {
         for tick in [Duration::from_millis(1), Duration::from_micros(300)] {
             let c = Clock::new(tick);
             let o = Instant::now();
-            assert_eq!(c.deadline_to_tick(o), 0);
-            assert_eq!(c.deadline_to_tick(o + Duration::from_nanos(1)), 1);
-            assert_eq!(c.deadline_to_tick(o + tick), 1);
-            assert_eq!(c.deadline_to_tick(o + tick + Duration::from_nanos(1)), 2);
-            assert_eq!(c.now_to_tick(o + tick - Duration::from_nanos(1)), 0);
-            assert_eq!(c.now_to_tick(o + tick), 1);
-            assert_eq!(c.tick_to_instant(7), o + tick * 7);
-            // Never early: the tick a deadline maps to starts at or after the deadline.
+            let upt = 1u64 << c.sub_shift();
+            assert_eq!(c.deadline_to_units(o), 0);
+            assert_eq!(c.deadline_to_units(o + Duration::from_nanos(1)), 1);
+            assert_eq!(c.deadline_to_units(o + tick), upt);
+            assert_eq!(
+                c.deadline_to_units(o + tick + Duration::from_nanos(1)),
+                upt + 1
+            );
+            assert_eq!(c.now_to_units(o + tick - Duration::from_nanos(1)), upt - 1);
+            assert_eq!(c.now_to_units(o + tick), upt);
+            assert_eq!(c.units_to_instant(7 * upt), o + tick * 7);
+            // Never early: a deadline's unit starts at or after it, and the instant of a unit
+            // maps back to at least that unit.
             for ns in [1u64, 999_999, 1_000_001, 123_456_789, 5_000_000_000] {
                 let d = o + Duration::from_nanos(ns);
-                assert!(c.tick_to_instant(c.deadline_to_tick(d)) >= d);
-                assert!(c.tick_to_instant(c.now_to_tick(d)) <= d);
+                let u = c.deadline_to_units(d);
+                assert!(c.units_to_instant(u) >= d);
+                assert!(c.now_to_units(c.units_to_instant(u)) >= u);
+                assert!(c.units_to_instant(c.now_to_units(d)) <= d);
             }
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sub_tick_resolution_is_never_finer_than_a_nanosecond() {
+        assert_eq!(
+            Clock::new(Duration::from_millis(1)).sub_shift(),
+            SUBTICK_SHIFT
+        );
+        assert_eq!(Clock::new(Duration::from_nanos(1)).sub_shift(), 0);
+        assert_eq!(Clock::new(Duration::from_nanos(700)).sub_shift(), 9);
     }
 
     #[tokio::test(start_paused = true)]
     async fn saturates_instead_of_overflowing() {
         let c = Clock::new(Duration::from_nanos(1));
         let far = far_future();
-        assert!(c.deadline_to_tick(far) > 0);
-        // Before the origin counts as tick 0.
+        assert!(c.deadline_to_units(far) > 0);
+        assert!(
+            c.deadline_to_units(far) < u64::MAX,
+            "30 years fit even in 1 ns ticks"
+        );
+        // Before the origin counts as 0.
         let c = Clock::new(Duration::from_millis(1));
         tokio::time::advance(Duration::from_secs(1)).await;
         let c2 = Clock::new(Duration::from_millis(1));
         assert_eq!(
-            c2.deadline_to_tick(Instant::now() - Duration::from_millis(5)),
+            c2.deadline_to_units(Instant::now() - Duration::from_millis(5)),
             0
         );
         assert_eq!(
-            c.tick_to_instant(u64::MAX),
+            c.units_to_instant(u64::MAX),
             far_future(),
             "saturates at the far future"
         );
         // A huge tick that does not divide a second takes the slow path.
         let c = Clock::new(Duration::from_secs(7));
+        let upt = 1u64 << c.sub_shift();
         assert_eq!(
-            c.deadline_to_tick(Instant::now() + Duration::from_secs(8)),
-            2
+            c.deadline_to_units(Instant::now() + Duration::from_secs(14)),
+            2 * upt
         );
         assert_eq!(deadline_after(Duration::MAX), far_future());
     }

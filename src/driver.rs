@@ -124,7 +124,7 @@ impl Future for Driver {
                 return Poll::Ready(());
             }
             let clock = &this.inner.common.clock;
-            let now = clock.now_to_tick(Instant::now());
+            let now = clock.now_to_units(Instant::now());
             let due = this.sleeping_until.is_some_and(|t| t <= now);
             if notified || due || this.sleeping_until.is_none() {
                 tracing::trace!(now, notified, "timer driver wakes");
@@ -137,7 +137,7 @@ impl Future for Driver {
                     return Poll::Ready(());
                 }
                 if let Some(t) = this.sleeping_until {
-                    let at = this.inner.common.clock.tick_to_instant(t);
+                    let at = this.inner.common.clock.units_to_instant(t);
                     this.sleep.as_mut().reset(at);
                 }
             }

@@ -32,8 +32,10 @@
 //!
 //! - **Never early.** A timer fires at or after its deadline: deadlines round up to the next
 //!   tick, the current time rounds down.
-//! - **At most one tick late** in virtual time (paused Tokio time), plus scheduling delay on a
-//!   real clock, where the Tokio timer that wakes the driver adds its own 1 ms resolution.
+//! - **On time.** Deadlines are kept to 1/1024 of a tick, so in virtual time (paused Tokio
+//!   time) a timer fires at its deadline, and at most one tick late by construction; on a real
+//!   clock, as soon as the Tokio timer that wakes the driver (1 ms resolution) allows, plus
+//!   scheduling delay: as punctual as `tokio::time` (see the README's results).
 //! - **Deadline order.** Timers due at the same driver pass are woken in deadline order.
 //! - **Exactly once.** A delayed task either runs once or is cancelled once
 //!   ([`DelayedTask::cancel`] returns `true` only for the call that stopped it).
@@ -51,10 +53,13 @@
 //!
 //! The data structure is a hierarchical timing wheel (Varghese & Lauck; Kafka's
 //! `TimingWheel`), kept apart from the runtime glue in `src/wheel/`, which knows nothing of
-//! Tokio and counts time in `u64` ticks:
+//! Tokio and counts time in `u64` units (1/1024 of a tick):
 //!
 //! - level 0 has `wheel_size` buckets one tick wide; level `k + 1`'s tick is level `k`'s span;
 //!   overflow levels are created lazily, bottom-up, and released when empty;
+//! - entries keep their exact deadline; when time reaches a level-0 bucket, its entries not yet
+//!   due wait on a short list, and the driver sleeps until the earliest of them, so a timer
+//!   fires at its deadline rather than at its bucket's end;
 //! - entries live in a slab and are chained into buckets through slab indices, so insert,
 //!   cancel and reschedule are O(1); a later deadline is re-filed lazily;
 //! - every non-empty bucket has an item in a min-heap keyed by its expiration, so time jumps

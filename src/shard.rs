@@ -84,7 +84,10 @@ pub(crate) struct Shard {
 impl Shard {
     pub(crate) fn new(wheel_size: usize, common: Arc<Common>) -> Shard {
         Shard {
-            wheel: Mutex::new(Wheel::new(wheel_size)),
+            wheel: Mutex::new(Wheel::with_bucket_width(
+                wheel_size,
+                common.clock.sub_shift(),
+            )),
             common,
         }
     }

@@ -19,7 +19,8 @@ use crate::wheel::Key;
 /// Equivalent to `sleep_wheel_until(Instant::now() + duration)`; a `duration` too large to add
 /// (such as `Duration::MAX`) means about 30 years, as in Tokio. A zero duration completes on the
 /// first poll without touching the wheel. The timer fires at or after the deadline, never
-/// before, and at most one tick (1 ms by default) after it, plus scheduling delay.
+/// before: exactly at it in paused time, and on a real clock as soon as Tokio's timer (1 ms
+/// resolution) wakes the driver, plus scheduling delay.
 ///
 /// The first poll reads no clock (that is most of a registration's cost): if it comes only
 /// after the deadline has passed, the `Sleep` completes on the driver's next pass, moments
@@ -165,7 +166,7 @@ impl Sleep {
         let mut sleep = Sleep::new(shard, deadline);
         sleep.state = State::Elapsed;
         if deadline > Instant::now() {
-            let tick = sleep.shard().common.clock.deadline_to_tick(deadline);
+            let tick = sleep.shard().common.clock.deadline_to_units(deadline);
             if let Some(key) = sleep.shard().register(tick, noop_waker())? {
                 sleep.state = State::Registered { key, at: deadline };
             }
@@ -195,7 +196,7 @@ impl Sleep {
     /// reset), so that registration firing does not complete this `Sleep`.
     fn moved_later(&self, at: Instant) -> bool {
         let clock = &self.shard().common.clock;
-        self.deadline > at && clock.deadline_to_tick(self.deadline) > clock.deadline_to_tick(at)
+        self.deadline > at && clock.deadline_to_units(self.deadline) > clock.deadline_to_units(at)
     }
 
     /// Removes the timer from the wheel, if registered (the owner no longer needs it).
@@ -247,7 +248,7 @@ impl Sleep {
                 if deadline <= Instant::now() {
                     shard.cancel(key);
                     this.state = State::Elapsed;
-                } else if shard.reschedule(key, shard.common.clock.deadline_to_tick(deadline)) {
+                } else if shard.reschedule(key, shard.common.clock.deadline_to_units(deadline)) {
                     this.state = State::Registered { key, at: deadline };
                 } else {
                     this.state = State::Idle { check_clock: true };
@@ -264,7 +265,7 @@ impl Sleep {
             self.state = State::Elapsed;
             return Poll::Ready(());
         }
-        let tick = self.shard().common.clock.deadline_to_tick(self.deadline);
+        let tick = self.shard().common.clock.deadline_to_units(self.deadline);
         match self.shard().register(tick, cx.waker().clone()) {
             Ok(Some(key)) => {
                 self.state = State::Registered {

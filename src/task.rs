@@ -348,7 +348,7 @@ impl<T: Send + 'static> DelayedTask<T> {
                 registration: None,
             });
         }
-        let tick = shard.common.clock.deadline_to_tick(deadline);
+        let tick = shard.common.clock.deadline_to_units(deadline);
         let registration = match shard.register(tick, Waker::from(cell.clone()))? {
             Some(key) => Some((shard, key)),
             None => {

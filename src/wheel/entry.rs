@@ -8,6 +8,10 @@ pub(crate) const NIL: u32 = u32::MAX;
 /// Bucket id of the list of entries that are already due but not yet handed out.
 pub(crate) const DUE: u32 = u32::MAX;
 
+/// Bucket id of the list of entries due later within the current level-0 bucket (only when
+/// time is finer than buckets).
+pub(crate) const IMMINENT: u32 = u32::MAX - 1;
+
 /// A handle to an entry in a [`Wheel`](super::Wheel).
 ///
 /// The generation makes keys unique for the lifetime of the wheel: once an entry is removed or
@@ -27,7 +31,7 @@ pub(crate) struct Entry<T> {
     pub(crate) generation: u64,
     pub(crate) prev: u32,
     pub(crate) next: u32,
-    /// `level << LEVEL_SHIFT | slot`, or [`DUE`].
+    /// `level << LEVEL_SHIFT | slot`, [`DUE`] or [`IMMINENT`].
     pub(crate) bucket: u32,
     pub(crate) value: T,
 }

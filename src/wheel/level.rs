@@ -45,44 +45,78 @@ impl Level {
     }
 }
 
-/// log2 of a level's tick: `level * shift`, or `None` once it no longer fits in a `u64`.
-pub(crate) fn tick_shift(level: usize, shift: u32) -> Option<u32> {
-    let s = (level as u64) * u64::from(shift);
-    (s < 64).then_some(s as u32)
-}
-
-/// The lowest level whose window, seen from `now`, holds `deadline` (which must be `> now`).
+/// The shape of a wheel: level 0's buckets are `1 << base` time units wide, every level has
+/// `1 << shift` buckets, and level `k + 1`'s bucket width is level `k`'s whole span.
 ///
-/// Level `k` (tick `t = size^k`) holds deadlines whose slot number `deadline / t` is less than
-/// `size` slots ahead of the slot of `now`; that keeps every bucket of a level to one expiration.
-/// `by_bit[b]` is `b / shift`: the level whose span first exceeds a delta whose highest set bit
-/// is `b`. The answer is that level or the next one (when the delta straddles a slot boundary).
-pub(crate) fn level_for(now: u64, deadline: u64, shift: u32, by_bit: &[u8; 64]) -> usize {
-    debug_assert!(deadline > now);
-    let delta = deadline - now;
-    let level = usize::from(by_bit[(63 - delta.leading_zeros()) as usize]);
-    let s = level as u32 * shift;
-    if (deadline >> s) - (now >> s) < (1u64 << shift) {
-        level
-    } else {
-        // Only reachable below the top level: the top level's window covers every u64.
-        level + 1
+/// With `base == 0` a bucket is one unit wide and time is counted in buckets (ticks). With
+/// `base > 0` time is finer than the buckets: entries keep their exact deadline, and the wheel
+/// hands them out when time reaches it (the current bucket's entries wait on a short list).
+#[derive(Debug, Clone)]
+pub(crate) struct Geometry {
+    pub(crate) base: u32,
+    pub(crate) shift: u32,
+    pub(crate) mask: u64,
+    pub(crate) max_levels: usize,
+    /// Level by the highest set bit of a deadline's distance from now (see `level_for`).
+    by_bit: [u8; 64],
+}
+
+impl Geometry {
+    pub(crate) fn new(wheel_size: usize, base: u32) -> Geometry {
+        let shift = wheel_size.trailing_zeros();
+        assert!(
+            shift >= 1 && base < 48,
+            "checked by Wheel::with_bucket_width"
+        );
+        let max_levels = ((63 - base) / shift) as usize + 1;
+        Geometry {
+            base,
+            shift,
+            mask: wheel_size as u64 - 1,
+            max_levels,
+            by_bit: std::array::from_fn(|b| {
+                let level = (b as u32).saturating_sub(base) / shift;
+                level.min(max_levels as u32 - 1) as u8
+            }),
+        }
     }
-}
 
-/// The table `level_for` uses: `by_bit[b] = b / shift`.
-pub(crate) fn level_table(shift: u32) -> [u8; 64] {
-    std::array::from_fn(|b| (b as u32 / shift) as u8)
-}
+    /// log2 of the bucket width of `level`.
+    pub(crate) fn width_shift(&self, level: usize) -> u32 {
+        debug_assert!(level < self.max_levels);
+        self.base + level as u32 * self.shift
+    }
 
-/// The slot of `deadline` at a level with tick `1 << s`, and that slot's expiration.
-pub(crate) fn slot_for(deadline: u64, s: u32, mask: u64) -> (usize, u64) {
-    let slot = ((deadline >> s) & mask) as usize;
-    let expiration = (deadline >> s) << s;
-    (slot, expiration)
-}
+    /// Whether `deadline` falls in the level-0 bucket that `now` is in (the current bucket).
+    pub(crate) fn same_bucket(&self, now: u64, deadline: u64) -> bool {
+        deadline >> self.base == now >> self.base
+    }
 
-/// How many levels a wheel of `1 << shift` buckets can have before a tick passes `u64::MAX`.
-pub(crate) fn max_levels(shift: u32) -> usize {
-    (63 / shift as usize) + 1
+    /// The lowest level whose window, seen from `now`, holds `deadline`, which must be after
+    /// `now` and outside the current bucket.
+    ///
+    /// Level `k` holds deadlines whose bucket number `deadline >> width_shift(k)` is less than
+    /// `size` buckets ahead of the bucket of `now`; that keeps every bucket of a level to one
+    /// expiration. The table gives the level whose span first exceeds the distance; the answer
+    /// is that level or the next one (when the distance straddles a bucket boundary).
+    pub(crate) fn level_for(&self, now: u64, deadline: u64) -> usize {
+        debug_assert!(deadline > now && !self.same_bucket(now, deadline));
+        let delta = deadline - now;
+        let level = usize::from(self.by_bit[(63 - delta.leading_zeros()) as usize]);
+        let s = self.width_shift(level);
+        if (deadline >> s) - (now >> s) < (1u64 << self.shift) {
+            level
+        } else {
+            // Only reachable below the top level: the top level's window covers every u64.
+            level + 1
+        }
+    }
+
+    /// The bucket of `deadline` at `level`, and that bucket's expiration (its start).
+    pub(crate) fn slot_for(&self, deadline: u64, level: usize) -> (usize, u64) {
+        let s = self.width_shift(level);
+        let slot = ((deadline >> s) & self.mask) as usize;
+        let expiration = (deadline >> s) << s;
+        (slot, expiration)
+    }
 }

@@ -1,6 +1,10 @@
-//! The pure hierarchical timing wheel (Kafka-style): no tokio, no `std::time`; time is `u64` ticks.
+//! The pure hierarchical timing wheel (Kafka-style): no tokio, no `std::time`; time is `u64`.
 //!
 //! Level 0 has `wheel_size` buckets one tick wide; level `k + 1`'s tick is level `k`'s whole span.
+//! A tick is one time unit ([`Wheel::new`]) or `2^w` units ([`Wheel::with_bucket_width`]); in
+//! the latter case entries keep their deadline in units, and when time reaches a level-0 bucket
+//! the entries not yet due wait on a short "imminent" list, scanned by exact deadline, so every
+//! entry comes out exactly when time reaches its deadline.
 //! Levels are created lazily, bottom-up, when a deadline needs them, and released again by
 //! [`Wheel::poll`] once they are empty. An entry goes to the lowest level whose window (seen from
 //! the wheel's current time) holds its deadline; every bucket therefore holds entries of exactly
@@ -21,12 +25,15 @@ mod naive;
 #[cfg(test)]
 mod tests;
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use slab::Slab;
 
 pub(crate) use self::entry::Key;
-use self::entry::{Entry, List, DUE, NIL};
+use self::entry::{Entry, List, DUE, IMMINENT, NIL};
 pub(crate) use self::level::MAX_WHEEL_SIZE;
-use self::level::{level_for, level_table, max_levels, slot_for, tick_shift, Level, LEVEL_SHIFT};
+use self::level::{Geometry, Level, LEVEL_SHIFT};
 use self::queue::DelayQueue;
 
 /// The slab is shrunk when the wheel empties and holds more than this many vacant slots.
@@ -67,13 +74,14 @@ pub(crate) struct Wheel<T> {
     queue: DelayQueue,
     /// Entries whose deadline is at or before `now`, waiting to be handed out (FIFO).
     due: List,
+    /// Entries due after `now` within the current level-0 bucket (empty when buckets are one
+    /// unit wide), and a min-heap of `(deadline, index, generation)` over them. Removed or
+    /// moved entries leave stale heap items behind, recognised (and dropped) when popped.
+    imminent: List,
+    imminent_heap: BinaryHeap<Reverse<(u64, u32, u64)>>,
     /// The wheel's current time: the latest time it was advanced to.
     now: u64,
-    /// log2(wheel_size).
-    shift: u32,
-    mask: u64,
-    /// Level by the highest set bit of a deadline's distance from `now` (see `level_for`).
-    level_by_bit: [u8; 64],
+    geo: Geometry,
     next_generation: u64,
     /// Set when a link created work the wheel did not have before: a heap push or a due entry.
     new_head: bool,
@@ -81,25 +89,38 @@ pub(crate) struct Wheel<T> {
 }
 
 impl<T> Wheel<T> {
-    /// A wheel of `wheel_size` buckets per level, starting at tick 0.
+    /// A wheel of `wheel_size` buckets per level, each one time unit (tick) wide at level 0,
+    /// starting at time 0.
     ///
     /// # Panics
     ///
     /// If `wheel_size` is not a power of two in `2..=MAX_WHEEL_SIZE`.
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests and `internals`
     pub(crate) fn new(wheel_size: usize) -> Self {
+        Wheel::with_bucket_width(wheel_size, 0)
+    }
+
+    /// A wheel whose level-0 buckets are `1 << width_shift` time units wide: entries keep
+    /// their exact deadline in units and are handed out when time reaches it.
+    ///
+    /// # Panics
+    ///
+    /// If `wheel_size` is not a power of two in `2..=MAX_WHEEL_SIZE`, or `width_shift >= 48`.
+    pub(crate) fn with_bucket_width(wheel_size: usize, width_shift: u32) -> Self {
         assert!(
             wheel_size.is_power_of_two() && (2..=MAX_WHEEL_SIZE).contains(&wheel_size),
             "wheel size must be a power of two in 2..={MAX_WHEEL_SIZE}, got {wheel_size}"
         );
+        assert!(width_shift < 48, "bucket width must be below 2^48 units");
         Wheel {
             entries: Slab::new(),
             levels: Vec::new(),
             queue: DelayQueue::default(),
             due: List::EMPTY,
+            imminent: List::EMPTY,
+            imminent_heap: BinaryHeap::new(),
             now: 0,
-            shift: wheel_size.trailing_zeros(),
-            mask: wheel_size as u64 - 1,
-            level_by_bit: level_table(wheel_size.trailing_zeros()),
+            geo: Geometry::new(wheel_size, width_shift),
             next_generation: 1,
             new_head: false,
             stats: Stats::default(),
@@ -215,6 +236,8 @@ impl<T> Wheel<T> {
         let bucket = self.entries[idx as usize].bucket;
         let stays = if bucket == DUE {
             deadline <= self.now
+        } else if bucket == IMMINENT {
+            false
         } else {
             let (level, slot) = split(bucket);
             deadline >= self.levels[level].buckets[slot].expiration
@@ -239,7 +262,12 @@ impl<T> Wheel<T> {
         if !self.due.is_empty() {
             return Some(self.now);
         }
-        self.queue.peek().map(|(exp, _)| exp)
+        let bucket = self.queue.peek().map(|(exp, _)| exp);
+        let imminent = self.imminent_min();
+        match (bucket, imminent) {
+            (Some(b), Some(i)) => Some(b.min(i)),
+            (b, i) => b.or(i),
+        }
     }
 
     /// Hands out the next entry whose deadline is at or before `now`, in deadline order, or
@@ -263,6 +291,9 @@ impl<T> Wheel<T> {
                     value: entry.value,
                 });
             }
+            if self.imminent_min().is_some_and(|m| m <= now) && self.move_due_imminent(now) {
+                continue;
+            }
             let Some((expiration, bucket)) = self.queue.pop_due(now) else {
                 self.now = self.now.max(now);
                 self.trim_levels();
@@ -285,6 +316,8 @@ impl<T> Wheel<T> {
         self.levels.clear();
         self.queue.clear();
         self.due = List::EMPTY;
+        self.imminent = List::EMPTY;
+        self.imminent_heap.clear();
         entries.into_iter().map(|(_, e)| e.value).collect()
     }
 
@@ -322,12 +355,24 @@ impl<T> Wheel<T> {
             self.new_head = true;
             return;
         }
-        let level = level_for(self.now, deadline, self.shift, &self.level_by_bit);
-        while self.levels.len() <= level {
-            self.levels.push(Level::new(1 << self.shift));
+        if self.geo.same_bucket(self.now, deadline) {
+            if self.imminent.is_empty() {
+                self.imminent_heap.clear(); // only stale items can be left
+            }
+            if self.imminent_min().map_or(true, |m| deadline < m) {
+                self.new_head = true;
+            }
+            self.imminent.push_back(&mut self.entries, idx, IMMINENT);
+            let generation = self.entries[idx as usize].generation;
+            self.imminent_heap
+                .push(Reverse((deadline, idx, generation)));
+            return;
         }
-        let s = level as u32 * self.shift;
-        let (slot, expiration) = slot_for(deadline, s, self.mask);
+        let level = self.geo.level_for(self.now, deadline);
+        while self.levels.len() <= level {
+            self.levels.push(Level::new(1 << self.geo.shift));
+        }
+        let (slot, expiration) = self.geo.slot_for(deadline, level);
         let id = ((level as u32) << LEVEL_SHIFT) | slot as u32;
         let lvl = &mut self.levels[level];
         lvl.len += 1;
@@ -350,12 +395,55 @@ impl<T> Wheel<T> {
         let bucket = self.entries[idx as usize].bucket;
         if bucket == DUE {
             self.due.unlink(&mut self.entries, idx);
+        } else if bucket == IMMINENT {
+            self.imminent.unlink(&mut self.entries, idx);
         } else {
             let (level, slot) = split(bucket);
             let lvl = &mut self.levels[level];
             lvl.len -= 1;
             lvl.buckets[slot].list.unlink(&mut self.entries, idx);
         }
+    }
+
+    /// The earliest deadline on the imminent list, or earlier (a stale item): a lower bound.
+    fn imminent_min(&self) -> Option<u64> {
+        if self.imminent.is_empty() {
+            return None;
+        }
+        self.imminent_heap.peek().map(|r| r.0 .0)
+    }
+
+    /// Moves the imminent entries due at `now` to the due list, in deadline order, dropping
+    /// stale heap items on the way. Returns whether anything moved. O(log n) per entry.
+    fn move_due_imminent(&mut self, now: u64) -> bool {
+        let mut moved = false;
+        while let Some(&Reverse((deadline, idx, generation))) = self.imminent_heap.peek() {
+            if deadline > now {
+                break;
+            }
+            self.imminent_heap.pop();
+            let live = self.entries.get(idx as usize).is_some_and(|e| {
+                e.generation == generation && e.bucket == IMMINENT && e.deadline == deadline
+            });
+            if live {
+                self.imminent.unlink(&mut self.entries, idx);
+                self.due.push_back(&mut self.entries, idx, DUE);
+                moved = true;
+            }
+        }
+        if self.imminent.is_empty() {
+            self.imminent_heap.clear();
+        }
+        if moved {
+            self.now = self.now.max(now.min(self.imminent_floor()));
+        }
+        moved
+    }
+
+    /// The last unit of the current level-0 bucket: time may step up to it while imminent
+    /// entries remain, without leaving their bucket.
+    fn imminent_floor(&self) -> u64 {
+        self.now | ((1u64 << self.geo.base) - 1)
     }
 
     /// Processes a popped heap item: skips it if stale, else steps time to its expiration and
@@ -412,18 +500,37 @@ impl<T> Wheel<T> {
     /// Checks every structural invariant; panics on the first violation. O(entries + buckets).
     #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn assert_invariants(&self) {
-        assert!(
-            self.levels.len() <= max_levels(self.shift),
-            "too many levels"
-        );
+        assert!(self.levels.len() <= self.geo.max_levels, "too many levels");
         let live: std::collections::HashSet<(u64, u32)> = self.queue.iter().collect();
         let mut linked = 0;
         // Due list: consistent links, every deadline already reached.
         linked += self.check_list(&self.due, DUE, |d| {
             assert!(d <= self.now, "due entry {d} after now {}", self.now)
         });
+        linked += self.check_list(&self.imminent, IMMINENT, |d| {
+            assert!(
+                d > self.now,
+                "imminent entry {d} already due at {}",
+                self.now
+            );
+            assert!(
+                self.geo.same_bucket(self.now, d),
+                "imminent entry {d} in a later bucket"
+            );
+        });
+        // Every imminent entry is indexed by a heap item with its current deadline.
+        let indexed: std::collections::HashSet<(u64, u32, u64)> =
+            self.imminent_heap.iter().map(|r| r.0).collect();
+        let mut idx = self.imminent.head;
+        while idx != NIL {
+            let e = &self.entries[idx as usize];
+            assert!(
+                indexed.contains(&(e.deadline, idx, e.generation)),
+                "imminent entry {idx} missing from its heap"
+            );
+            idx = e.next;
+        }
         for (k, lvl) in self.levels.iter().enumerate() {
-            let s = tick_shift(k, self.shift).expect("level within range");
             let mut in_level = 0;
             for (slot, b) in lvl.buckets.iter().enumerate() {
                 let id = ((k as u32) << LEVEL_SHIFT) | slot as u32;
@@ -437,7 +544,7 @@ impl<T> Wheel<T> {
                 if n > 0 {
                     assert!(b.queued, "non-empty bucket {k}/{slot} is not queued");
                     assert!(b.expiration >= self.now, "bucket behind the wheel's time");
-                    assert_eq!(slot_for(b.expiration, s, self.mask), (slot, b.expiration));
+                    assert_eq!(self.geo.slot_for(b.expiration, k), (slot, b.expiration));
                 }
                 if b.queued {
                     assert!(

@@ -124,7 +124,7 @@ fn register_remove_cycles_do_not_grow_the_delay_queue() {
 fn top_level_reaches_u64_max() {
     let mut w = Wheel::new(64);
     let key = w.insert(u64::MAX, 7).unwrap();
-    assert_eq!(w.levels(), super::level::max_levels(6));
+    assert_eq!(w.levels(), super::level::Geometry::new(64, 0).max_levels);
     w.assert_invariants();
     assert!(drain(&mut w, u64::MAX - 1).is_empty());
     assert!(w.contains(key));
@@ -288,6 +288,39 @@ fn kafka_timer_test_intents() {
 }
 
 #[test]
+fn wide_buckets_hand_out_entries_at_their_exact_deadline() {
+    // Buckets of 1024 units (as the timer uses: a 1 ms tick in ~1 µs units).
+    let mut w = Wheel::with_bucket_width(64, 10);
+    for d in [1500, 1024, 2047, 2048, 70_000, 5_000_000] {
+        w.insert(d, d).unwrap();
+    }
+    w.assert_invariants();
+    let mut fired = Vec::new();
+    while let Some(t) = w.next_expiration() {
+        for e in w.advance(t) {
+            assert!(e.deadline <= t, "never early");
+            fired.push((t, e.deadline));
+        }
+        w.assert_invariants();
+    }
+    // Driven by next_expiration, each entry comes out exactly at its own deadline, not at the
+    // start or end of its bucket.
+    let expected: Vec<_> = [1024, 1500, 2047, 2048, 70_000, 5_000_000]
+        .into_iter()
+        .map(|d| (d, d))
+        .collect();
+    assert_eq!(fired, expected);
+
+    // Inside the current bucket: due exactly at its deadline.
+    let mut w = Wheel::with_bucket_width(64, 10);
+    assert!(drain(&mut w, 100).is_empty());
+    w.insert(600, 1).unwrap();
+    assert_eq!(w.next_expiration(), Some(600));
+    assert!(drain(&mut w, 599).is_empty());
+    assert_eq!(drain(&mut w, 600), vec![(600, 1)]);
+}
+
+#[test]
 fn far_entry_costs_few_heap_pops() {
     for deadline in [1 << 30, (1 << 30) - 1, (1 << 30) + 12_345, 1 << 40] {
         let mut w = Wheel::new(64);
@@ -379,8 +412,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn run_model(size: usize, ops: Vec<Op>) {
-    let mut wheel = Wheel::new(size);
+fn run_model(size: usize, width_shift: u32, ops: Vec<Op>) {
+    let mut wheel = Wheel::with_bucket_width(size, width_shift);
     let mut model = Naive::default();
     let mut keys: Vec<(Key, u64)> = Vec::new();
     let mut now = 0u64;
@@ -434,11 +467,46 @@ proptest! {
 
     #[test]
     fn matches_naive_model_size_64(ops in proptest::collection::vec(op(), 1..300)) {
-        run_model(64, ops);
+        run_model(64, 0, ops);
     }
 
     #[test]
     fn matches_naive_model_size_4(ops in proptest::collection::vec(op(), 1..300)) {
-        run_model(4, ops);
+        run_model(4, 0, ops);
     }
+
+    /// Buckets wider than the time unit: entries must still come out exactly when time
+    /// reaches their deadline, never at their bucket's start or end.
+    #[test]
+    fn matches_naive_model_wide_buckets(ops in proptest::collection::vec(op(), 1..300)) {
+        run_model(64, 3, ops);
+    }
+
+    #[test]
+    fn matches_naive_model_size_4_wide_buckets(ops in proptest::collection::vec(op(), 1..300)) {
+        run_model(4, 5, ops);
+    }
+}
+
+#[test]
+fn crowded_wide_bucket_hands_out_each_entry_in_order() {
+    // 20k distinct deadlines inside one 2^20-unit bucket, handed out one deadline at a time,
+    // as a driver woken for each would: every step pops from the imminent heap instead of
+    // scanning the whole bucket (which made this quadratic).
+    let mut w = Wheel::with_bucket_width(64, 20);
+    let n = 20_000u64;
+    for i in 0..n {
+        w.insert((1 << 20) + 1 + (i * 7919) % n, i).unwrap();
+    }
+    let mut last = 0;
+    let mut count = 0;
+    while let Some(t) = w.next_expiration() {
+        for e in w.advance(t) {
+            assert!(e.deadline >= last, "deadline order");
+            assert!(e.deadline <= t);
+            last = e.deadline;
+            count += 1;
+        }
+    }
+    assert_eq!(count, n);
 }
