@@ -24,7 +24,7 @@ const BATCH: usize = 1024;
 pub(crate) struct Driver {
     inner: Arc<Inner>,
     sleep: Pin<Box<tokio::time::Sleep>>,
-    /// The tick `sleep` is set for, if armed.
+    /// The wheel time `sleep` is set for, if armed.
     sleeping_until: Option<u64>,
     wakers: Vec<Waker>,
     /// Whether the driver finished normally (shutdown or detach), so drop has nothing to do.

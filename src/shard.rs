@@ -96,7 +96,7 @@ impl Shard {
         lock(&self.wheel)
     }
 
-    /// Files `waker` to be woken at tick `deadline`; wakes the driver if this created the
+    /// Files `waker` to be woken at `deadline` (wheel time); wakes the driver if this created the
     /// shard's earliest bucket and the driver would otherwise sleep past it. `Ok(None)` when
     /// the wheel's time has already reached `deadline` (nothing is filed; it is due now).
     pub(crate) fn register(&self, deadline: u64, waker: Waker) -> Result<Option<Key>, TimerError> {

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering::SeqCst;
 /// Shared between the driver and every registering thread.
 #[derive(Debug)]
 pub(crate) struct Signal {
-    /// The tick the driver will wake at, at the latest; `u64::MAX` when not armed.
+    /// The wheel time the driver will wake at, at the latest; `u64::MAX` when not armed.
     armed: AtomicU64,
     notified: AtomicBool,
     waker: Mutex<Option<Waker>>,
@@ -71,7 +71,7 @@ impl Signal {
     }
 
     /// Driver side, after looking at every shard: arms for `next` (or stays unarmed), and
-    /// returns the tick to actually sleep until, which a racing registration may have lowered.
+    /// returns the time to actually sleep until, which a racing registration may have lowered.
     pub(crate) fn commit(&self, next: Option<u64>) -> Option<u64> {
         let next = next.unwrap_or(u64::MAX);
         let prev = self.armed.fetch_min(next, SeqCst);

@@ -166,8 +166,8 @@ impl Sleep {
         let mut sleep = Sleep::new(shard, deadline);
         sleep.state = State::Elapsed;
         if deadline > Instant::now() {
-            let tick = sleep.shard().common.clock.deadline_to_units(deadline);
-            if let Some(key) = sleep.shard().register(tick, noop_waker())? {
+            let at = sleep.shard().common.clock.deadline_to_units(deadline);
+            if let Some(key) = sleep.shard().register(at, noop_waker())? {
                 sleep.state = State::Registered { key, at: deadline };
             }
         }
@@ -192,7 +192,7 @@ impl Sleep {
         }
     }
 
-    /// Whether the deadline was moved past the tick of the registration for `at` (a lazy
+    /// Whether the deadline was moved past the wheel time of the registration for `at` (a lazy
     /// reset), so that registration firing does not complete this `Sleep`.
     fn moved_later(&self, at: Instant) -> bool {
         let clock = &self.shard().common.clock;
@@ -265,8 +265,8 @@ impl Sleep {
             self.state = State::Elapsed;
             return Poll::Ready(());
         }
-        let tick = self.shard().common.clock.deadline_to_units(self.deadline);
-        match self.shard().register(tick, cx.waker().clone()) {
+        let at = self.shard().common.clock.deadline_to_units(self.deadline);
+        match self.shard().register(at, cx.waker().clone()) {
             Ok(Some(key)) => {
                 self.state = State::Registered {
                     key,

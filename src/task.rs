@@ -348,8 +348,8 @@ impl<T: Send + 'static> DelayedTask<T> {
                 registration: None,
             });
         }
-        let tick = shard.common.clock.deadline_to_units(deadline);
-        let registration = match shard.register(tick, Waker::from(cell.clone()))? {
+        let at = shard.common.clock.deadline_to_units(deadline);
+        let registration = match shard.register(at, Waker::from(cell.clone()))? {
             Some(key) => Some((shard, key)),
             None => {
                 // Due already: start it now.
