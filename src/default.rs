@@ -14,62 +14,13 @@ use crate::timer::{Builder, Timer};
 static REGISTRY: Mutex<Vec<(Id, Timer)>> = Mutex::new(Vec::new());
 
 thread_local! {
-    static CACHE: RefCell<Cache> = const { RefCell::new(Cache::EMPTY) };
+    static CACHE: RefCell<Option<(Id, Arc<Shard>)>> = const { RefCell::new(None) };
 }
 
-/// Tasks remembered per thread as belonging to the cached runtime.
-const KNOWN_TASKS: usize = 8;
-
-/// This thread's shard of one runtime's default timer, and tasks known to run on that runtime.
-///
-/// Finding the current runtime costs `Handle::try_current()`, which clones and drops the
-/// runtime's handle: two atomic operations on a cache line every worker shares. A task never
-/// changes runtime and task ids are unique in the process, so once a task id has been seen on
-/// the cached runtime, calls from that task skip the handle altogether.
-struct Cache {
-    runtime: Option<(Id, Arc<Shard>)>,
-    tasks: [Option<tokio::task::Id>; KNOWN_TASKS],
-    next: usize,
-}
-
-impl Cache {
-    const EMPTY: Cache = Cache {
-        runtime: None,
-        tasks: [None; KNOWN_TASKS],
-        next: 0,
-    };
-
-    /// The cached shard, if the current task is known to belong to its runtime.
-    fn by_task(&self, task: Option<tokio::task::Id>) -> Option<Arc<Shard>> {
-        let task = task?;
-        let (_, shard) = self.runtime.as_ref()?;
-        if self.tasks.contains(&Some(task)) && !shard.common.is_shutdown() {
-            Some(shard.clone())
-        } else {
-            None
-        }
-    }
-
-    /// The cached shard, if it belongs to runtime `id`; remembers `task` as running there.
-    fn by_runtime(&mut self, id: Id, task: Option<tokio::task::Id>) -> Option<Arc<Shard>> {
-        let shard = match &self.runtime {
-            Some((cid, shard)) if *cid == id && !shard.common.is_shutdown() => shard.clone(),
-            _ => return None,
-        };
-        if task.is_some() {
-            self.tasks[self.next] = task;
-            self.next = (self.next + 1) % KNOWN_TASKS;
-        }
-        Some(shard)
-    }
-
-    fn set(&mut self, id: Id, shard: Arc<Shard>, task: Option<tokio::task::Id>) {
-        *self = Cache::EMPTY;
-        self.runtime = Some((id, shard));
-        self.tasks[0] = task;
-        self.next = 1;
-    }
-}
+// Finding the current runtime costs `Handle::try_current()`, which clones and drops the
+// runtime's handle. A cache keyed by task id would skip it, but a task id does not pin the
+// runtime: inside `block_in_place`, a task can enter another runtime (`block_on`, `enter`)
+// and the same task id would then map to the wrong timer, whose driver may never run.
 
 const NO_RUNTIME: &str = "tokio-timing-wheel: this function must be called from the context of \
     a Tokio 1.x runtime (there is no runtime on this thread); use it inside a runtime, or build \
@@ -82,21 +33,21 @@ const NO_RUNTIME: &str = "tokio-timing-wheel: this function must be called from 
 /// Outside a Tokio runtime, or if the runtime has no time driver.
 #[track_caller]
 pub(crate) fn current_shard() -> Arc<Shard> {
-    let task = tokio::task::try_id();
-    if let Some(shard) = CACHE.with(|c| c.borrow().by_task(task)) {
-        return shard;
-    }
     let handle = match Handle::try_current() {
         Ok(h) => h,
         Err(_) => panic!("{}", NO_RUNTIME),
     };
     let id = handle.id();
-    if let Some(shard) = CACHE.with(|c| c.borrow_mut().by_runtime(id, task)) {
+    let cached = CACHE.with(|c| match &*c.borrow() {
+        Some((cid, shard)) if *cid == id && !shard.common.is_shutdown() => Some(shard.clone()),
+        _ => None,
+    });
+    if let Some(shard) = cached {
         return shard;
     }
     let timer = current_timer(handle);
     let shard = timer.inner().shard().clone();
-    CACHE.with(|c| c.borrow_mut().set(id, shard.clone(), task));
+    CACHE.with(|c| *c.borrow_mut() = Some((id, shard.clone())));
     shard
 }
 
@@ -123,6 +74,10 @@ pub(crate) fn current_timer(handle: Handle) -> Timer {
 impl Timer {
     /// The default timer of the current Tokio runtime, the one the free functions use
     /// (created on first use: 1 ms tick, 64 buckets per level, no limit).
+    ///
+    /// Shutting it down resolves the futures already registered on it (see
+    /// [`Timer::shutdown`]); the next free-function call on that runtime then creates a new
+    /// default timer, so later `sleep_wheel`/`timeout` calls keep working.
     ///
     /// # Panics
     ///

@@ -10,7 +10,9 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
+use std::sync::atomic::Ordering::SeqCst;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -20,12 +22,19 @@ use crate::timer::Inner;
 /// Due entries taken from a shard per lock acquisition.
 const BATCH: usize = 1024;
 
+/// How often a driver whose handles are all gone re-checks whether its futures are too.
+const DETACHED_RECHECK: Duration = Duration::from_secs(1);
+
 /// The driver task's future.
 pub(crate) struct Driver {
     inner: Arc<Inner>,
     sleep: Pin<Box<tokio::time::Sleep>>,
     /// The wheel time `sleep` is set for, if armed.
     sleeping_until: Option<u64>,
+    /// `sleep` completed: make a pass even if the wheel's time has not reached
+    /// `sleeping_until` (a deadline past the far-future cap, or an early wake), so the sleep
+    /// is always re-armed and never polled again once ready.
+    sleep_fired: bool,
     wakers: Vec<Waker>,
     /// Whether the driver finished normally (shutdown or detach), so drop has nothing to do.
     done: bool,
@@ -45,6 +54,7 @@ impl Driver {
             inner,
             sleep: Box::pin(tokio::time::sleep_until(crate::clock::far_future())),
             sleeping_until: None,
+            sleep_fired: false,
             wakers: Vec::new(),
             done: false,
         }
@@ -126,8 +136,9 @@ impl Future for Driver {
             let clock = &this.inner.common.clock;
             let now = clock.now_to_units(Instant::now());
             let due = this.sleeping_until.is_some_and(|t| t <= now);
-            if notified || due || this.sleeping_until.is_none() {
+            if notified || due || this.sleep_fired || this.sleeping_until.is_none() {
                 tracing::trace!(now, notified, "timer driver wakes");
+                this.sleep_fired = false;
                 this.sleeping_until = this.pass(now);
                 // The pass may have fired the last thing keeping an unused timer alive (a
                 // fire-and-forget delayed task): nothing else would wake us to notice.
@@ -135,6 +146,18 @@ impl Future for Driver {
                     this.inner.shutdown();
                     this.done = true;
                     return Poll::Ready(());
+                }
+                if this.inner.common.detached.load(SeqCst) {
+                    // Every handle is gone but futures remain: look again within a second
+                    // even without a notification, in case the last one was dropped just
+                    // as the handles went (its notification can race with our check).
+                    let recheck = this
+                        .inner
+                        .common
+                        .clock
+                        .deadline_to_units(Instant::now() + DETACHED_RECHECK);
+                    this.sleeping_until =
+                        Some(this.sleeping_until.map_or(recheck, |t| t.min(recheck)));
                 }
                 if let Some(t) = this.sleeping_until {
                     let at = this.inner.common.clock.units_to_instant(t);
@@ -151,6 +174,7 @@ impl Future for Driver {
                 }
                 Some(_) => {
                     if this.sleep.as_mut().poll(cx).is_ready() {
+                        this.sleep_fired = true;
                         continue;
                     }
                     return Poll::Pending;

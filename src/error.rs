@@ -48,9 +48,10 @@ impl std::error::Error for BuildError {}
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TimerError {
-    /// The timer already holds `max_pending` timers.
+    /// The timer already holds `max_pending` timers (or, without a limit, one of its shards
+    /// holds the most a wheel can index: about four billion).
     Full {
-        /// The limit the timer was built with.
+        /// The limit the timer was built with (or the wheel's own capacity).
         max_pending: usize,
     },
     /// The timer was shut down (explicitly, or because its runtime shut down).

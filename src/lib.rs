@@ -36,7 +36,8 @@
 //!   time) a timer fires at its deadline, and at most one tick late by construction; on a real
 //!   clock, as soon as the Tokio timer that wakes the driver (1 ms resolution) allows, plus
 //!   scheduling delay: as punctual as `tokio::time` (see the README's results).
-//! - **Deadline order.** Timers due at the same driver pass are woken in deadline order.
+//! - **Deadline order.** Timers registered from one thread (one shard) that are due at the
+//!   same driver pass are woken in deadline order; a pass wakes shard by shard.
 //! - **Exactly once.** A delayed task either runs once or is cancelled once
 //!   ([`DelayedTask::cancel`] returns `true` only for the call that stopped it).
 //! - **Bad input gets an answer**: zero and past deadlines complete on the first poll;

@@ -2,7 +2,7 @@
 //! so registrations and cancellations on different workers do not contend.
 
 use std::cell::Cell;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, SeqCst};
 use std::task::Waker;
 
 use crate::clock::Clock;
@@ -59,8 +59,10 @@ impl Common {
 
     /// Drops a future's reference to its shard; once every `Timer` handle is gone, wakes the
     /// driver *after* the reference is released, so it sees the shard unused and can exit.
+    /// (If the handles go just after the check, the driver's once-a-second re-check while
+    /// detached notices instead.)
     pub(crate) fn release_shard(shard: Arc<Shard>) {
-        if shard.common.detached.load(Relaxed) {
+        if shard.common.detached.load(SeqCst) {
             let common = shard.common.clone();
             drop(shard);
             common.signal.notify();
@@ -138,17 +140,22 @@ impl Shard {
     }
 
     /// Whether `key` is still pending; if so, makes sure `waker` is the one that will be woken.
+    ///
+    /// A waker's clone and drop are user code: they run outside the lock (a waker whose drop
+    /// touched this timer would otherwise deadlock).
     pub(crate) fn refresh(&self, key: Key, waker: &Waker) -> bool {
-        let mut wheel = self.lock();
-        match wheel.get_mut(key) {
-            Some(w) => {
-                if !w.will_wake(waker) {
-                    w.clone_from(waker);
-                }
-                true
-            }
-            None => false,
+        match self.lock().get_mut(key) {
+            None => return false,
+            Some(w) if w.will_wake(waker) => return true,
+            Some(_) => {}
         }
+        let new = waker.clone();
+        let old = match self.lock().get_mut(key) {
+            None => return false, // fired meanwhile; `new` is dropped after the guard
+            Some(w) => std::mem::replace(w, new),
+        };
+        drop(old);
+        true
     }
 
     /// Moves a pending entry to a new deadline; `false` if it is no longer pending.

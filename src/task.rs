@@ -186,10 +186,12 @@ impl<T> Header<T> {
             return Poll::Ready(r);
         }
         assert!(!slot.taken, "DelayedTask polled after it completed");
-        match &slot.waiter {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            _ => slot.waiter = Some(cx.waker().clone()),
-        }
+        let old = match &slot.waiter {
+            Some(w) if w.will_wake(cx.waker()) => None,
+            _ => slot.waiter.replace(cx.waker().clone()),
+        };
+        drop(slot);
+        drop(old); // user code: outside the lock
         Poll::Pending
     }
 }

@@ -1,7 +1,7 @@
 //! `Timer`: a handle to one wheel and its driver task, and the `Builder` that makes one.
 
 use std::future::{Future, IntoFuture};
-use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -59,7 +59,9 @@ impl Inner {
 
     /// No handle, no future and no entry refers to this timer any more.
     pub(crate) fn is_unused(&self) -> bool {
-        self.common.detached.load(Relaxed)
+        self.common
+            .detached
+            .load(std::sync::atomic::Ordering::SeqCst)
             && self
                 .shards
                 .iter()
@@ -79,7 +81,10 @@ struct HandleRef {
 
 impl Drop for HandleRef {
     fn drop(&mut self) {
-        self.inner.common.detached.store(true, Release);
+        self.inner
+            .common
+            .detached
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.inner.common.signal.notify();
     }
 }

@@ -926,3 +926,102 @@ async fn spawn_at_a_century_away_can_be_cancelled_and_frees_its_slot() {
     assert!(!ran.load(SeqCst));
     assert_eq!(timer.pending(), 0);
 }
+
+// Regressions found in review ---------------------------------------------------------------
+
+/// Runs `f` on its own thread and fails (instead of hanging the suite) if it takes longer
+/// than `limit` of real time.
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .expect("did not finish in time (hang or busy loop)")
+}
+
+/// A deadline past the driver's 30-year sleep cap used to make the driver spin: its capped
+/// Tokio sleep completed, no pass was due, and the ready sleep was polled again forever.
+#[test]
+fn a_deadline_beyond_thirty_years_fires_without_spinning() {
+    let elapsed = within(Duration::from_secs(20), || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let start = Instant::now();
+            let century = Duration::from_secs(100 * 365 * 86_400);
+            sleep_wheel(century).await;
+            (start.elapsed(), century)
+        })
+    });
+    assert!(elapsed.0 >= elapsed.1, "never early: {elapsed:?}");
+}
+
+/// A task that enters another runtime inside `block_in_place` must not leave that runtime's
+/// timer behind for its later calls: the default timer is looked up by runtime, not by task.
+#[test]
+fn a_task_visiting_another_runtime_keeps_its_own_default_timer() {
+    let fired = within(Duration::from_secs(20), || {
+        let rt_a = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt_a.block_on(async {
+            tokio::spawn(async {
+                let rt_b = tokio::task::block_in_place(|| {
+                    let rt_b = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    rt_b.block_on(sleep_wheel(Duration::from_millis(1)));
+                    rt_b
+                });
+                // Back on runtime A (rt_b is alive but not driven).
+                let r = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    sleep_wheel(Duration::from_millis(10)),
+                )
+                .await;
+                tokio::task::block_in_place(|| drop(rt_b));
+                r.is_ok()
+            })
+            .await
+            .unwrap()
+        })
+    });
+    assert!(fired, "the sleep on runtime A never fired");
+}
+
+/// A waker whose destructor uses the same timer: replacing it on a later poll must not drop
+/// it under the shard lock (that deadlocked).
+#[test]
+fn a_waker_dropped_on_re_poll_may_use_the_timer() {
+    struct UsesTimer(Timer);
+    impl Wake for UsesTimer {
+        fn wake(self: Arc<Self>) {}
+    }
+    impl Drop for UsesTimer {
+        fn drop(&mut self) {
+            let _ = self.0.pending();
+        }
+    }
+    within(Duration::from_secs(20), || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let timer = rt.block_on(async { Timer::builder().shards(1).build().unwrap() });
+        let _guard = rt.enter();
+        let mut s = timer.sleep(Duration::from_secs(10));
+        let w1 = Waker::from(Arc::new(UsesTimer(timer.clone())));
+        assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&w1)).is_pending());
+        drop(w1); // the wheel now holds the only reference
+        let w2 = Waker::from(Arc::new(UsesTimer(timer.clone())));
+        assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&w2)).is_pending());
+        assert_eq!(timer.pending(), 1);
+    });
+}

@@ -291,6 +291,14 @@ impl<T> Wheel<T> {
                     value: entry.value,
                 });
             }
+            // Buckets expiring at the wheel's current time go first: a level-1 bucket can tie
+            // with the level-0 bucket just flushed and hold earlier deadlines than the
+            // imminent entries that are due.
+            if let Some((expiration, bucket)) = self.queue.pop_due(self.now) {
+                self.stats.heap_pops += 1;
+                self.flush(expiration, bucket);
+                continue;
+            }
             if self.imminent_min().is_some_and(|m| m <= now) && self.move_due_imminent(now) {
                 continue;
             }

@@ -447,6 +447,12 @@ fn run_model(size: usize, width_shift: u32, ops: Vec<Op>) {
                         (e.deadline, e.value)
                     })
                     .collect();
+                // Handed out in deadline order (every deadline here is at or after the time it
+                // was set, so even entries due at once share the earliest deadline).
+                assert!(
+                    got.windows(2).all(|p| p[0].0 <= p[1].0),
+                    "deadline order at advance to {now}: {got:?}"
+                );
                 got.sort_unstable();
                 assert_eq!(got, model.advance(now), "expiries at advance to {now}");
             }
@@ -486,6 +492,17 @@ proptest! {
     fn matches_naive_model_size_4_wide_buckets(ops in proptest::collection::vec(op(), 1..300)) {
         run_model(4, 5, ops);
     }
+}
+
+/// Found in review: a level-1 bucket expiring at the same time as the level-0 bucket just
+/// flushed must be flushed before the imminent entries are handed out.
+#[test]
+fn ties_between_levels_keep_deadline_order() {
+    let mut w = Wheel::with_bucket_width(64, 2);
+    w.insert(257, 1).unwrap(); // level 1, bucket expiring at 256
+    assert!(drain(&mut w, 10).is_empty());
+    w.insert(259, 2).unwrap(); // level 0, bucket expiring at 256 too
+    assert_eq!(drain(&mut w, 300), vec![(257, 1), (259, 2)]);
 }
 
 #[test]
