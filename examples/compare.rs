@@ -18,7 +18,9 @@
 //!    itself) and then ready, so every timeout registers a timer and cancels it. 1 task doing
 //!    N operations, and 8 tasks doing N/8 each, on a 2-worker multi-thread runtime, one fresh
 //!    runtime per measurement, warmed up before timing. Systems: no timer at all (`f.await`, the
-//!    runtime's own cost), ours, `tokio::time::timeout`, pingora's `fast_timeout`, futures-timer
+//!    runtime's own cost), ours (the free `timeout`, and `Timer::timeout` on a handle to the
+//!    same default timer, which skips the per-call runtime lookup), `tokio::time::timeout`,
+//!    pingora's `fast_timeout`, futures-timer
 //!    (`select(f, Delay)`) and async-io (`select(f, Timer::after)`). "Timer cost per op" is
 //!    `1/ops - 1/ops_baseline` at 1 task.
 //! 2. **reset churn** \[`reset`\]: 100k idle timeouts of 30 s held in one task, each polled once
@@ -377,15 +379,17 @@ impl Future for PendingOnce {
 enum RpcSystem {
     Baseline,
     Ours,
+    OursTimer,
     Tokio,
     Pingora,
     FuturesTimer,
     AsyncIo,
 }
 
-const RPC_SYSTEMS: [RpcSystem; 6] = [
+const RPC_SYSTEMS: [RpcSystem; 7] = [
     RpcSystem::Baseline,
     RpcSystem::Ours,
+    RpcSystem::OursTimer,
     RpcSystem::Tokio,
     RpcSystem::Pingora,
     RpcSystem::FuturesTimer,
@@ -397,6 +401,7 @@ impl RpcSystem {
         match self {
             RpcSystem::Baseline => "no timer (baseline)",
             RpcSystem::Ours => "ours: timeout",
+            RpcSystem::OursTimer => "ours: Timer::timeout",
             RpcSystem::Tokio => "tokio::time::timeout",
             RpcSystem::Pingora => "pingora fast_timeout",
             RpcSystem::FuturesTimer => "futures-timer Delay",
@@ -408,32 +413,42 @@ impl RpcSystem {
     fn measure(self, tasks: usize, n: usize, warmup: usize) -> f64 {
         use RpcSystem::*;
         match self {
-            Baseline => rpc_timeout_bench(tasks, n, warmup, |f| f),
-            Ours => rpc_timeout_bench(tasks, n, warmup, |f| {
-                tokio_timing_wheel::timeout(RPC_TIMEOUT, f)
+            Baseline => rpc_timeout_bench(tasks, n, warmup, || |f| f),
+            Ours => rpc_timeout_bench(tasks, n, warmup, || {
+                |f| tokio_timing_wheel::timeout(RPC_TIMEOUT, f)
             }),
-            Tokio => rpc_timeout_bench(tasks, n, warmup, |f| tokio::time::timeout(RPC_TIMEOUT, f)),
-            Pingora => rpc_timeout_bench(tasks, n, warmup, |f| {
-                pingora_timeout::fast_timeout::fast_timeout(RPC_TIMEOUT, f)
+            // The same default timer, held as a handle: no runtime lookup per operation.
+            OursTimer => rpc_timeout_bench(tasks, n, warmup, || {
+                let timer = Timer::current();
+                move |f| timer.timeout(RPC_TIMEOUT, f)
             }),
-            FuturesTimer => rpc_timeout_bench(tasks, n, warmup, |f| {
-                select(f, futures_timer::Delay::new(RPC_TIMEOUT))
+            Tokio => rpc_timeout_bench(tasks, n, warmup, || {
+                |f| tokio::time::timeout(RPC_TIMEOUT, f)
             }),
-            AsyncIo => rpc_timeout_bench(tasks, n, warmup, |f| {
-                select(f, async_io::Timer::after(RPC_TIMEOUT))
+            Pingora => rpc_timeout_bench(tasks, n, warmup, || {
+                |f| pingora_timeout::fast_timeout::fast_timeout(RPC_TIMEOUT, f)
+            }),
+            FuturesTimer => rpc_timeout_bench(tasks, n, warmup, || {
+                |f| select(f, futures_timer::Delay::new(RPC_TIMEOUT))
+            }),
+            AsyncIo => rpc_timeout_bench(tasks, n, warmup, || {
+                |f| select(f, async_io::Timer::after(RPC_TIMEOUT))
             }),
         }
     }
 }
 
-fn rpc_timeout_bench<M, F>(tasks: usize, n: usize, warmup: usize, make: M) -> f64
+/// `setup` runs inside the fresh runtime and returns the function that wraps each future.
+fn rpc_timeout_bench<S, M, F>(tasks: usize, n: usize, warmup: usize, setup: S) -> f64
 where
-    M: Fn(PendingOnce) -> F + Copy + Send + 'static,
+    S: FnOnce() -> M + Send + 'static,
+    M: Fn(PendingOnce) -> F + Clone + Send + 'static,
     F: Future + Send + 'static,
 {
     let rt = multi_thread("rpc-bench");
     let elapsed = rt.block_on(async move {
-        rpc_ops(tasks, warmup, make).await;
+        let make = setup();
+        rpc_ops(tasks, warmup, make.clone()).await;
         let start = std::time::Instant::now();
         rpc_ops(tasks, n, make).await;
         start.elapsed()
@@ -444,12 +459,13 @@ where
 
 async fn rpc_ops<M, F>(tasks: usize, n: usize, make: M)
 where
-    M: Fn(PendingOnce) -> F + Copy + Send + 'static,
+    M: Fn(PendingOnce) -> F + Clone + Send + 'static,
     F: Future + Send + 'static,
 {
     let per_task = n / tasks;
     let handles: Vec<_> = (0..tasks)
         .map(|_| {
+            let make = make.clone();
             tokio::spawn(async move {
                 for _ in 0..per_task {
                     black_box(make(PendingOnce::default()).await);
@@ -531,7 +547,10 @@ fn run_rpc(sizes: &Sizes, summary: &mut Summary) {
     summary.workload("1 rpc-timeout");
     let ns = |x: f64| format!("{x:.0} ns");
     for (&sys, o) in RPC_SYSTEMS.iter().zip(&ops) {
-        if matches!(sys, RpcSystem::Ours | RpcSystem::Baseline) {
+        if matches!(
+            sys,
+            RpcSystem::Ours | RpcSystem::OursTimer | RpcSystem::Baseline
+        ) {
             continue;
         }
         summary.add("ops/s, 1 task", sys.name(), [ours[0], o[0]], true, rate);
