@@ -1018,10 +1018,14 @@ fn a_waker_dropped_on_re_poll_may_use_the_timer() {
         let _guard = rt.enter();
         let mut s = timer.sleep(Duration::from_secs(10));
         let w1 = Waker::from(Arc::new(UsesTimer(timer.clone())));
-        assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&w1)).is_pending());
+        assert!(Pin::new(&mut s)
+            .poll(&mut Context::from_waker(&w1))
+            .is_pending());
         drop(w1); // the wheel now holds the only reference
         let w2 = Waker::from(Arc::new(UsesTimer(timer.clone())));
-        assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&w2)).is_pending());
+        assert!(Pin::new(&mut s)
+            .poll(&mut Context::from_waker(&w2))
+            .is_pending());
         assert_eq!(timer.pending(), 1);
     });
 }
