@@ -929,22 +929,11 @@ async fn spawn_at_a_century_away_can_be_cancelled_and_frees_its_slot() {
 
 // Regressions found in review ---------------------------------------------------------------
 
-/// Runs `f` on its own thread and fails (instead of hanging the suite) if it takes longer
-/// than `limit` of real time.
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit)
-        .expect("did not finish in time (hang or busy loop)")
-}
-
 /// A deadline past the driver's 30-year sleep cap used to make the driver spin: its capped
 /// Tokio sleep completed, no pass was due, and the ready sleep was polled again forever.
 #[test]
 fn a_deadline_beyond_thirty_years_fires_without_spinning() {
-    let elapsed = within(Duration::from_secs(20), || {
+    let elapsed = with_watchdog(Duration::from_secs(20), || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .start_paused(true)
@@ -964,7 +953,7 @@ fn a_deadline_beyond_thirty_years_fires_without_spinning() {
 /// timer behind for its later calls: the default timer is looked up by runtime, not by task.
 #[test]
 fn a_task_visiting_another_runtime_keeps_its_own_default_timer() {
-    let fired = within(Duration::from_secs(20), || {
+    let fired = with_watchdog(Duration::from_secs(20), || {
         let rt_a = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -1009,7 +998,7 @@ fn a_waker_dropped_on_re_poll_may_use_the_timer() {
             let _ = self.0.pending();
         }
     }
-    within(Duration::from_secs(20), || {
+    with_watchdog(Duration::from_secs(20), || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
