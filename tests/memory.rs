@@ -96,6 +96,25 @@ fn kib(bytes: usize) -> f64 {
 }
 
 /// Growth of `after[last]` over `after[0]`, as a signed number of bytes.
+/// Memory after the last round is within `TOLERANCE` of the first, and no round creeps
+/// above the first by more than that either.
+fn assert_flat(after: &[usize]) {
+    let g = growth(after);
+    assert!(
+        g <= TOLERANCE as isize,
+        "memory grew by {g} bytes from round 1 to round {}: {after:?}",
+        after.len()
+    );
+    for (i, &a) in after.iter().enumerate().skip(1) {
+        assert!(
+            a <= after[0] + TOLERANCE,
+            "round {} holds {} bytes more than round 1: {after:?}",
+            i + 1,
+            a - after[0]
+        );
+    }
+}
+
 fn growth(after: &[usize]) -> isize {
     after[after.len() - 1] as isize - after[0] as isize
 }
@@ -245,19 +264,7 @@ fn memory_is_flat_across_rounds_of_registering_and_cancelling() {
             kib(after[0]),
             kib(after[after.len() - 1]),
         );
-        assert!(
-            g <= TOLERANCE as isize,
-            "memory grew by {g} bytes from round 1 to round {SLEEP_ROUNDS}: {after:?}"
-        );
-        // No round-over-round creep either.
-        for (i, &a) in after.iter().enumerate().skip(1) {
-            assert!(
-                a <= after[0] + TOLERANCE,
-                "round {} holds {} bytes more than round 1: {after:?}",
-                i + 1,
-                a - after[0]
-            );
-        }
+        assert_flat(&after);
         assert!(
             after[0] <= baseline + TOLERANCE,
             "cancelling every sleep left {} bytes behind",
@@ -271,18 +278,7 @@ fn memory_is_flat_across_rounds_of_registering_and_cancelling() {
             kib(after[0]),
             kib(after[after.len() - 1]),
         );
-        assert!(
-            g <= TOLERANCE as isize,
-            "memory grew by {g} bytes from round 1 to round {TASK_ROUNDS}: {after:?}"
-        );
-        for (i, &a) in after.iter().enumerate().skip(1) {
-            assert!(
-                a <= after[0] + TOLERANCE,
-                "round {} holds {} bytes more than round 1: {after:?}",
-                i + 1,
-                a - after[0]
-            );
-        }
+        assert_flat(&after);
         assert_eq!(timer.pending(), 0);
 
         let after = rpc_cycle_rounds(&timer).await;

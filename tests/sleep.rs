@@ -148,6 +148,45 @@ async fn zero_duration_is_ready_on_first_poll() {
     assert_eq!(Timer::current().pending(), 0);
 }
 
+/// Spawns one task per deadline that sleeps until it; returns `(index, woke at)` in wake order.
+async fn sleep_until_each(deadlines: &[Instant]) -> Vec<(usize, Instant)> {
+    let woke = Arc::new(Mutex::new(Vec::with_capacity(deadlines.len())));
+    let mut handles = Vec::with_capacity(deadlines.len());
+    for (i, &deadline) in deadlines.iter().enumerate() {
+        let woke = woke.clone();
+        handles.push(tokio::spawn(async move {
+            sleep_wheel_until(deadline).await;
+            woke.lock().unwrap().push((i, Instant::now()));
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let woke = woke.lock().unwrap().clone();
+    woke
+}
+
+/// Every sleep woke exactly once, never before its deadline and at most one tick after it.
+fn assert_each_fired_once_on_time(woke: &[(usize, Instant)], deadlines: &[Instant]) {
+    assert_eq!(
+        woke.len(),
+        deadlines.len(),
+        "every sleep fires exactly once"
+    );
+    let mut seen = vec![false; deadlines.len()];
+    for &(i, at) in woke {
+        assert!(!seen[i], "sleep {i} fired twice");
+        seen[i] = true;
+        let deadline = deadlines[i];
+        assert!(at >= deadline, "sleep {i} early by {:?}", deadline - at);
+        assert!(
+            at <= deadline + TICK,
+            "sleep {i} late by {:?}",
+            at - deadline
+        );
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn many_random_sleeps_fire_exactly_once_in_deadline_order() {
     const N: usize = 2000;
@@ -160,36 +199,8 @@ async fn many_random_sleeps_fire_exactly_once_in_deadline_order() {
             start + Duration::from_millis(rng.below(range))
         })
         .collect();
-    let woke: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::new(Mutex::new(Vec::with_capacity(N)));
-    let mut handles = Vec::with_capacity(N);
-    for (i, &deadline) in deadlines.iter().enumerate() {
-        let woke = woke.clone();
-        handles.push(tokio::spawn(async move {
-            sleep_wheel_until(deadline).await;
-            woke.lock().unwrap().push((i, Instant::now()));
-        }));
-    }
-    for h in handles {
-        h.await.unwrap();
-    }
-    let woke = woke.lock().unwrap();
-    assert_eq!(woke.len(), N, "every sleep fires exactly once");
-    let mut seen = vec![false; N];
-    for &(i, at) in woke.iter() {
-        assert!(!seen[i], "sleep {i} fired twice");
-        seen[i] = true;
-        let deadline = deadlines[i];
-        assert!(
-            at >= deadline,
-            "sleep {i} early by {:?}",
-            deadline.duration_since(at)
-        );
-        assert!(
-            at <= deadline + TICK,
-            "sleep {i} late by {:?}",
-            at.duration_since(deadline)
-        );
-    }
+    let woke = sleep_until_each(&deadlines).await;
+    assert_each_fired_once_on_time(&woke, &deadlines);
     for pair in woke.windows(2) {
         let (a, b) = (pair[0].0, pair[1].0);
         assert!(
@@ -214,32 +225,8 @@ async fn many_random_sub_tick_sleeps_fire_once_never_early_within_one_tick() {
             start + Duration::from_micros(rng.below(range_us))
         })
         .collect();
-    let woke: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::new(Mutex::new(Vec::with_capacity(N)));
-    let mut handles = Vec::with_capacity(N);
-    for (i, &deadline) in deadlines.iter().enumerate() {
-        let woke = woke.clone();
-        handles.push(tokio::spawn(async move {
-            sleep_wheel_until(deadline).await;
-            woke.lock().unwrap().push((i, Instant::now()));
-        }));
-    }
-    for h in handles {
-        h.await.unwrap();
-    }
-    let woke = woke.lock().unwrap();
-    assert_eq!(woke.len(), N, "every sleep fires exactly once");
-    let mut seen = vec![false; N];
-    for &(i, at) in woke.iter() {
-        assert!(!seen[i], "sleep {i} fired twice");
-        seen[i] = true;
-        let deadline = deadlines[i];
-        assert!(at >= deadline, "sleep {i} early by {:?}", deadline - at);
-        assert!(
-            at <= deadline + TICK,
-            "sleep {i} late by {:?}",
-            at - deadline
-        );
-    }
+    let woke = sleep_until_each(&deadlines).await;
+    assert_each_fired_once_on_time(&woke, &deadlines);
     // Within a tick the order is unspecified; across ticks it follows the deadlines.
     let tick_of = |d: Instant| (d - start).as_nanos().div_ceil(TICK.as_nanos());
     for pair in woke.windows(2) {
