@@ -33,6 +33,9 @@ pub(crate) struct Clock {
     sub_shift: u32,
     /// Units per second when that is a whole number (the fast path), else 0.
     per_sec: u64,
+    /// `floor((2^64 - 1) / tick_ns)`: divides by the tick with a multiplication (see
+    /// [`div_tick`](Self::div_tick)); a hardware division is most of a conversion's cost.
+    recip: u64,
 }
 
 impl Clock {
@@ -52,7 +55,23 @@ impl Clock {
             tick_ns,
             sub_shift,
             per_sec,
+            recip: u64::MAX / tick_ns,
         }
+    }
+
+    /// `x / tick_ns`, rounded up or down, for `x < 2^40` (a sub-second count of units times
+    /// `tick_ns`). The estimate `x * recip / 2^64` is the exact quotient or one less, since
+    /// `x * recip / 2^64 > x / tick_ns - x * (tick_ns + 1) / (tick_ns * 2^64)` and that error
+    /// is below `2^-23` for such `x`; one comparison corrects it.
+    fn div_tick(&self, x: u64, round_up: bool) -> u64 {
+        debug_assert!(x < 1 << 40);
+        let mut q = ((u128::from(x) * u128::from(self.recip)) >> 64) as u64;
+        let mut rem = x - q * self.tick_ns;
+        if rem >= self.tick_ns {
+            q += 1;
+            rem -= self.tick_ns;
+        }
+        q + u64::from(round_up && rem != 0)
     }
 
     pub(crate) fn tick(&self) -> Duration {
@@ -68,12 +87,8 @@ impl Clock {
     fn ns_to_units(&self, d: Duration, round_up: bool) -> u64 {
         let upt = 1u64 << self.sub_shift;
         if self.per_sec != 0 {
-            let scaled = u64::from(d.subsec_nanos()) * upt;
-            let sub = if round_up {
-                scaled.div_ceil(self.tick_ns)
-            } else {
-                scaled / self.tick_ns
-            };
+            // Under 10^9 * 2^10 < 2^40.
+            let sub = self.div_tick(u64::from(d.subsec_nanos()) * upt, round_up);
             d.as_secs()
                 .checked_mul(self.per_sec)
                 .and_then(|t| t.checked_add(sub))
@@ -141,6 +156,50 @@ mod tests {
                 assert!(c.units_to_instant(u) >= d);
                 assert!(c.now_to_units(c.units_to_instant(u)) >= u);
                 assert!(c.units_to_instant(c.now_to_units(d)) <= d);
+            }
+        }
+    }
+
+    #[test]
+    fn division_by_reciprocal_is_exact() {
+        let ticks = [
+            1u64, 3, 700, 999, 1_000, 1_024, 999_983, 1_000_000, 16_777_259,
+        ];
+        let ticks = ticks
+            .into_iter()
+            .chain([u64::from(u32::MAX), 1 << 40, u64::MAX / 3]);
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        for tick_ns in ticks {
+            let c = Clock {
+                origin: Instant::now(),
+                tick_ns,
+                sub_shift: 0,
+                per_sec: 0,
+                recip: u64::MAX / tick_ns,
+            };
+            let edges = [0, 1, tick_ns - 1, tick_ns, tick_ns + 1, (1 << 40) - 1];
+            let random = (0..2_000).map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng % (1 << 40)
+            });
+            let near_multiples = (1..200u64).flat_map(|k| {
+                let m = k.saturating_mul(tick_ns);
+                [m - 1, m, m.saturating_add(1)]
+            });
+            for x in edges
+                .into_iter()
+                .chain(random)
+                .chain(near_multiples)
+                .filter(|&x| x < 1 << 40)
+            {
+                assert_eq!(c.div_tick(x, false), x / tick_ns, "{x} / {tick_ns}");
+                assert_eq!(
+                    c.div_tick(x, true),
+                    x.div_ceil(tick_ns),
+                    "{x} / {tick_ns} up"
+                );
             }
         }
     }
