@@ -209,5 +209,10 @@ pub(crate) fn this_thread_shard(n: usize) -> usize {
         }
         i
     });
-    idx % n
+    // A power of two (the default) takes a mask, not a division.
+    if n.is_power_of_two() {
+        idx & (n - 1)
+    } else {
+        idx % n
+    }
 }
