@@ -18,7 +18,8 @@
 //!    itself) and then ready, so every timeout registers a timer and cancels it. 1 task doing
 //!    N operations, and 8 tasks doing N/8 each, on a 2-worker multi-thread runtime, one fresh
 //!    runtime per measurement, warmed up before timing. Systems: no timer at all (`f.await`, the
-//!    runtime's own cost), ours (the free `timeout`, and `Timer::timeout` on a handle to the
+//!    runtime's own cost), the baseline plus one `Instant::now()` per operation (the least any
+//!    timer that never fires early pays: it must read the clock to compute the deadline), ours (the free `timeout`, and `Timer::timeout` on a handle to the
 //!    same default timer, which skips the per-call runtime lookup), `tokio::time::timeout`,
 //!    pingora's `fast_timeout`, futures-timer
 //!    (`select(f, Delay)`) and async-io (`select(f, Timer::after)`). "Timer cost per op" is
@@ -378,6 +379,7 @@ impl Future for PendingOnce {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RpcSystem {
     Baseline,
+    ClockRead,
     Ours,
     OursTimer,
     Tokio,
@@ -386,8 +388,9 @@ enum RpcSystem {
     AsyncIo,
 }
 
-const RPC_SYSTEMS: [RpcSystem; 7] = [
+const RPC_SYSTEMS: [RpcSystem; 8] = [
     RpcSystem::Baseline,
+    RpcSystem::ClockRead,
     RpcSystem::Ours,
     RpcSystem::OursTimer,
     RpcSystem::Tokio,
@@ -400,6 +403,7 @@ impl RpcSystem {
     fn name(self) -> &'static str {
         match self {
             RpcSystem::Baseline => "no timer (baseline)",
+            RpcSystem::ClockRead => "no timer, one clock read (floor)",
             RpcSystem::Ours => "ours: timeout",
             RpcSystem::OursTimer => "ours: Timer::timeout",
             RpcSystem::Tokio => "tokio::time::timeout",
@@ -414,6 +418,13 @@ impl RpcSystem {
         use RpcSystem::*;
         match self {
             Baseline => rpc_timeout_bench(tasks, n, warmup, || |f| f),
+            // What any timer that never fires early pays at least: `Instant::now()` once.
+            ClockRead => rpc_timeout_bench(tasks, n, warmup, || {
+                |f| async move {
+                    black_box(tokio::time::Instant::now());
+                    f.await
+                }
+            }),
             Ours => rpc_timeout_bench(tasks, n, warmup, || {
                 |f| tokio_timing_wheel::timeout(RPC_TIMEOUT, f)
             }),
@@ -511,7 +522,10 @@ fn run_rpc(sizes: &Sizes, summary: &mut Summary) {
         .enumerate()
         .map(|(s, (&sys, o))| {
             let vs = |higher: bool, a: f64, b: f64| {
-                if matches!(sys, RpcSystem::Ours | RpcSystem::Baseline) {
+                if matches!(
+                    sys,
+                    RpcSystem::Ours | RpcSystem::Baseline | RpcSystem::ClockRead
+                ) {
                     "-".to_string()
                 } else {
                     ratio(a, b, higher)
@@ -549,7 +563,7 @@ fn run_rpc(sizes: &Sizes, summary: &mut Summary) {
     for (&sys, o) in RPC_SYSTEMS.iter().zip(&ops) {
         if matches!(
             sys,
-            RpcSystem::Ours | RpcSystem::OursTimer | RpcSystem::Baseline
+            RpcSystem::Ours | RpcSystem::OursTimer | RpcSystem::Baseline | RpcSystem::ClockRead
         ) {
             continue;
         }
