@@ -19,10 +19,10 @@
 //!    N operations, and 8 tasks doing N/8 each, on a 2-worker multi-thread runtime, one fresh
 //!    runtime per measurement, warmed up before timing. Systems: no timer at all (`f.await`, the
 //!    runtime's own cost), the baseline plus one `Instant::now()` per operation (the least any
-//!    timer that never fires early pays: it must read the clock to compute the deadline), ours (the free `timeout`, and `Timer::timeout` on a handle to the
-//!    same default timer, which skips the per-call runtime lookup), `tokio::time::timeout`,
-//!    pingora's `fast_timeout`, futures-timer
-//!    (`select(f, Delay)`) and async-io (`select(f, Timer::after)`). "Timer cost per op" is
+//!    timer that never fires early pays: it must read the clock to compute the deadline), ours
+//!    (the free `timeout`, and `Timer::timeout` on a handle to the same default timer, which
+//!    skips the per-call runtime lookup), `tokio::time::timeout`, pingora's `fast_timeout`,
+//!    futures-timer (`select(f, Delay)`) and async-io (`select(f, Timer::after)`). "Timer cost per op" is
 //!    `1/ops - 1/ops_baseline` at 1 task.
 //! 2. **reset churn** \[`reset`\]: 100k idle timeouts of 30 s held in one task, each polled once
 //!    (registered), then reset round robin to `now + 30 s` (the clock read once per 1000

@@ -170,13 +170,7 @@ mod tests {
             .chain([u64::from(u32::MAX), 1 << 40, u64::MAX / 3]);
         let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
         for tick_ns in ticks {
-            let c = Clock {
-                origin: Instant::now(),
-                tick_ns,
-                sub_shift: 0,
-                per_sec: 0,
-                recip: u64::MAX / tick_ns,
-            };
+            let c = Clock::new(Duration::from_nanos(tick_ns));
             let edges = [0, 1, tick_ns - 1, tick_ns, tick_ns + 1, (1 << 40) - 1];
             let random = (0..2_000).map(|_| {
                 rng ^= rng << 13;
