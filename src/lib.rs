@@ -93,18 +93,13 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod clock;
-mod default;
+mod builder;
+mod delayed_task;
 mod driver;
 mod error;
 mod loom;
-#[cfg(all(test, loom))]
-mod loom_tests;
 mod metrics;
-mod shard;
-mod signal;
 mod sleep;
-mod task;
 mod timeout;
 mod timer;
 mod wheel;
@@ -118,9 +113,10 @@ pub mod internals;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+pub use crate::builder::Builder;
+pub use crate::delayed_task::{spawn_after, spawn_at, DelayedError, DelayedTask};
 pub use crate::error::{BuildError, TimerError};
 pub use crate::metrics::TimerMetrics;
 pub use crate::sleep::{sleep_wheel, sleep_wheel_until, Sleep};
-pub use crate::task::{spawn_after, spawn_at, DelayedError, DelayedTask};
 pub use crate::timeout::{timeout, timeout_at, Elapsed, Timeout};
-pub use crate::timer::{Builder, Timer};
+pub use crate::timer::Timer;

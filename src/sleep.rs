@@ -8,10 +8,10 @@ use std::time::Duration;
 use futures::task::noop_waker;
 use tokio::time::Instant;
 
-use crate::clock::deadline_after;
+use crate::driver::clock::deadline_after;
+use crate::driver::shard::{Common, Shard};
 use crate::error::TimerError;
 use crate::loom::Arc;
-use crate::shard::{Common, Shard};
 use crate::wheel::Key;
 
 /// Waits until `duration` has elapsed, on the current runtime's default timer.
@@ -49,7 +49,7 @@ use crate::wheel::Key;
 /// ```
 #[track_caller]
 pub fn sleep_wheel(duration: Duration) -> Sleep {
-    Sleep::after(crate::default::current_shard(), duration)
+    Sleep::after(crate::driver::registry::current_shard(), duration)
 }
 
 /// Waits until `deadline`, on the current runtime's default timer.
@@ -80,7 +80,7 @@ pub fn sleep_wheel(duration: Duration) -> Sleep {
 /// ```
 #[track_caller]
 pub fn sleep_wheel_until(deadline: Instant) -> Sleep {
-    Sleep::new(crate::default::current_shard(), deadline)
+    Sleep::new(crate::driver::registry::current_shard(), deadline)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! `Timer`: a handle to one wheel and its driver task, and the `Builder` that makes one.
+//! `Timer`: a cheap handle to one timing wheel and its driver.
 
 use std::future::{Future, IntoFuture};
 use std::sync::atomic::Ordering::Relaxed;
@@ -6,72 +6,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::clock::{deadline_after, Clock};
-use crate::driver::{wake_all, Driver};
-use crate::error::{BuildError, TimerError};
-use crate::loom::{Arc, AtomicBool, AtomicUsize};
+use crate::builder::Builder;
+use crate::delayed_task::DelayedTask;
+use crate::driver::clock::deadline_after;
+use crate::driver::registry::{current_timer, NO_RUNTIME};
+use crate::driver::Inner;
+use crate::error::TimerError;
+use crate::loom::Arc;
 use crate::metrics::TimerMetrics;
-use crate::shard::{this_thread_shard, Common, Shard};
-use crate::signal::Signal;
 use crate::sleep::Sleep;
-use crate::task::DelayedTask;
 use crate::timeout::Timeout;
-use crate::wheel::MAX_WHEEL_SIZE;
-
-/// The state behind every handle of one timer: its shards and what they share.
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub(crate) shards: Box<[Arc<Shard>]>,
-    pub(crate) common: Arc<Common>,
-}
-
-impl Inner {
-    /// The shard the calling thread registers into.
-    pub(crate) fn shard(&self) -> &Arc<Shard> {
-        &self.shards[this_thread_shard(self.shards.len())]
-    }
-
-    /// Shuts the timer down: refuses new registrations, then removes every pending entry and
-    /// wakes it (sleeps and timeouts resolve; delayed tasks resolve with the shutdown error).
-    pub(crate) fn shutdown(&self) {
-        if self
-            .common
-            .shutdown
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
-        {
-            return;
-        }
-        let mut drained = 0;
-        for shard in self.shards.iter() {
-            let mut wakers = {
-                let mut wheel = shard.lock();
-                let w = wheel.drain_all();
-                wheel.shrink_to_fit();
-                w
-            };
-            drained += wakers.len();
-            self.common.release(wakers.len());
-            wake_all(&mut wakers);
-        }
-        tracing::debug!(drained, "timer shut down");
-        self.common.signal.notify();
-    }
-
-    /// No handle, no future and no entry refers to this timer any more.
-    pub(crate) fn is_unused(&self) -> bool {
-        self.common
-            .detached
-            .load(std::sync::atomic::Ordering::SeqCst)
-            && self
-                .shards
-                .iter()
-                .all(|s| Arc::strong_count(s) == 1 && s.len() == 0)
-    }
-
-    pub(crate) fn pending(&self) -> usize {
-        self.shards.iter().map(|s| s.len()).sum()
-    }
-}
 
 /// Keeps the driver alive while any [`Timer`] handle exists; the last one dropped tells it.
 #[derive(Debug)]
@@ -133,6 +77,46 @@ impl Timer {
     /// A builder with the defaults: 1 ms tick, 64 buckets per level, no limit.
     pub fn builder() -> Builder {
         Builder::default()
+    }
+
+    /// The default timer of the current Tokio runtime, the one the free functions use
+    /// (created on first use: 1 ms tick, 64 buckets per level, no limit).
+    ///
+    /// Shutting it down resolves the futures already registered on it (see
+    /// [`Timer::shutdown`]); the next free-function call on that runtime then creates a new
+    /// default timer, so later `sleep_wheel`/`timeout` calls keep working.
+    ///
+    /// # Panics
+    ///
+    /// Outside a Tokio runtime, or if the runtime has no time driver.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::{sleep_wheel, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut s = tokio_test::task::spawn(sleep_wheel(Duration::from_secs(5)));
+    /// assert!(s.poll().is_pending()); // registered on first poll
+    /// assert_eq!(Timer::current().pending(), 1);
+    /// drop(s); // cancelled
+    /// assert_eq!(Timer::current().pending(), 0);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn current() -> Timer {
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => current_timer(h),
+            Err(_) => panic!("{}", NO_RUNTIME),
+        }
+    }
+
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Timer {
+        Timer {
+            handle: Arc::new(HandleRef { inner }),
+        }
     }
 
     pub(crate) fn inner(&self) -> &Arc<Inner> {
@@ -388,131 +372,4 @@ impl Timer {
     pub fn is_shutdown(&self) -> bool {
         self.inner().common.is_shutdown()
     }
-}
-
-/// Builds a [`Timer`] with a chosen tick, wheel size and limit.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use tokio_timing_wheel::{BuildError, Timer};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let err = Timer::builder().wheel_size(100).build().unwrap_err();
-/// assert_eq!(err, BuildError::InvalidWheelSize(100));
-/// let timer = Timer::builder().tick(Duration::from_micros(500)).build().unwrap();
-/// assert_eq!(timer.tick(), Duration::from_micros(500));
-/// # }
-/// ```
-#[derive(Debug, Clone)]
-pub struct Builder {
-    tick: Duration,
-    wheel_size: usize,
-    max_pending: Option<usize>,
-    shards: Option<usize>,
-}
-
-impl Default for Builder {
-    fn default() -> Self {
-        Builder {
-            tick: Duration::from_millis(1),
-            wheel_size: 64,
-            max_pending: None,
-            shards: None,
-        }
-    }
-}
-
-impl Builder {
-    /// The width of one bucket of the lowest level (default 1 ms). Timers keep their deadline
-    /// to 1/1024 of a tick (never finer than 1 ns) and fire when the clock reaches it, so the
-    /// tick does not limit precision: a coarser tick means fewer levels and less cascading, a
-    /// finer one fewer timers per bucket. Tokio's own timer, which wakes the driver, has a 1 ms
-    /// resolution: on a real clock timers fire within about that of their deadline, plus
-    /// scheduling delay.
-    pub fn tick(mut self, tick: Duration) -> Self {
-        self.tick = tick;
-        self
-    }
-
-    /// Buckets per level (default 64): a power of two between 2 and 65536.
-    pub fn wheel_size(mut self, size: usize) -> Self {
-        self.wheel_size = size;
-        self
-    }
-
-    /// The most timers that may be pending at once (default: no limit). Once reached,
-    /// `try_*` methods return [`TimerError::Full`] and the other methods panic, until a timer
-    /// fires or is cancelled.
-    pub fn max_pending(mut self, max: usize) -> Self {
-        self.max_pending = Some(max);
-        self
-    }
-
-    /// Number of shards (independent wheels, each behind its own lock); default: four per
-    /// available CPU rounded up to a power of two, at most 64. More shards mean less
-    /// contention between threads and a little more work per driver wakeup.
-    pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = Some(shards.clamp(1, 1024));
-        self
-    }
-
-    /// Builds the timer and spawns its driver task on the current Tokio runtime.
-    pub fn build(self) -> Result<Timer, BuildError> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
-        self.build_on(runtime)
-    }
-
-    pub(crate) fn build_on(self, runtime: tokio::runtime::Handle) -> Result<Timer, BuildError> {
-        if self.tick.is_zero() {
-            return Err(BuildError::ZeroTick);
-        }
-        if u64::try_from(self.tick.as_nanos()).is_err() {
-            return Err(BuildError::TickTooLarge);
-        }
-        if !self.wheel_size.is_power_of_two() || !(2..=MAX_WHEEL_SIZE).contains(&self.wheel_size) {
-            return Err(BuildError::InvalidWheelSize(self.wheel_size));
-        }
-        if self.max_pending == Some(0) {
-            return Err(BuildError::ZeroMaxPending);
-        }
-        // The driver sleeps on Tokio's timer; without a time driver that would panic later.
-        if std::panic::catch_unwind(|| {
-            let _guard = runtime.enter();
-            drop(tokio::time::sleep(Duration::ZERO));
-        })
-        .is_err()
-        {
-            return Err(BuildError::NoTimeDriver);
-        }
-        let _guard = runtime.enter();
-        let common = Arc::new(Common {
-            clock: Clock::new(self.tick),
-            signal: Signal::new(),
-            shutdown: AtomicBool::new(false),
-            detached: AtomicBool::new(false),
-            max_pending: self.max_pending.unwrap_or(usize::MAX),
-            reserved: AtomicUsize::new(0),
-            runtime: runtime.clone(),
-            wakeups: std::sync::atomic::AtomicU64::new(0),
-        });
-        let shards = self.shards.unwrap_or_else(default_shards);
-        let inner = Arc::new(Inner {
-            shards: (0..shards)
-                .map(|_| Arc::new(Shard::new(self.wheel_size, common.clone())))
-                .collect(),
-            common,
-        });
-        runtime.spawn(Driver::new(inner.clone()));
-        Ok(Timer {
-            handle: Arc::new(HandleRef { inner }),
-        })
-    }
-}
-
-fn default_shards() -> usize {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (cpus * 4).next_power_of_two().min(64)
 }

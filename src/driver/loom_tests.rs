@@ -16,12 +16,12 @@ use std::time::Duration;
 use futures::task::noop_waker;
 use loom::thread;
 
-use crate::clock::Clock;
+use crate::delayed_task::{DelayedError, Header};
+use crate::driver::clock::Clock;
+use crate::driver::shard::{Common, Shard};
+use crate::driver::signal::Signal;
+use crate::driver::Inner;
 use crate::loom::{Arc, AtomicBool, AtomicUsize, Mutex};
-use crate::shard::{Common, Shard};
-use crate::signal::Signal;
-use crate::task::{DelayedError, Header};
-use crate::timer::Inner;
 
 /// Runs `f` under loom with a bounded number of preemptions.
 fn model<F: Fn() + Sync + Send + 'static>(f: F) {

@@ -6,9 +6,10 @@ use std::sync::Mutex;
 
 use tokio::runtime::{Handle, Id};
 
+use crate::builder::Builder;
+use crate::driver::shard::Shard;
 use crate::loom::Arc;
-use crate::shard::Shard;
-use crate::timer::{Builder, Timer};
+use crate::timer::Timer;
 
 /// Default timers by runtime. Entries of shut-down timers are purged on the next miss.
 static REGISTRY: Mutex<Vec<(Id, Timer)>> = Mutex::new(Vec::new());
@@ -22,7 +23,8 @@ thread_local! {
 // runtime: inside `block_in_place`, a task can enter another runtime (`block_on`, `enter`)
 // and the same task id would then map to the wrong timer, whose driver may never run.
 
-const NO_RUNTIME: &str = "tokio-timing-wheel: this function must be called from the context of \
+pub(crate) const NO_RUNTIME: &str =
+    "tokio-timing-wheel: this function must be called from the context of \
     a Tokio 1.x runtime (there is no runtime on this thread); use it inside a runtime, or build \
     a Timer with Timer::builder() inside one and call its methods";
 
@@ -69,40 +71,4 @@ pub(crate) fn current_timer(handle: Handle) -> Timer {
     tracing::debug!(runtime = %id, "default timer created");
     registry.push((id, timer.clone()));
     timer
-}
-
-impl Timer {
-    /// The default timer of the current Tokio runtime, the one the free functions use
-    /// (created on first use: 1 ms tick, 64 buckets per level, no limit).
-    ///
-    /// Shutting it down resolves the futures already registered on it (see
-    /// [`Timer::shutdown`]); the next free-function call on that runtime then creates a new
-    /// default timer, so later `sleep_wheel`/`timeout` calls keep working.
-    ///
-    /// # Panics
-    ///
-    /// Outside a Tokio runtime, or if the runtime has no time driver.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tokio_timing_wheel::{sleep_wheel, Timer};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut s = tokio_test::task::spawn(sleep_wheel(Duration::from_secs(5)));
-    /// assert!(s.poll().is_pending()); // registered on first poll
-    /// assert_eq!(Timer::current().pending(), 1);
-    /// drop(s); // cancelled
-    /// assert_eq!(Timer::current().pending(), 0);
-    /// # }
-    /// ```
-    #[track_caller]
-    pub fn current() -> Timer {
-        match Handle::try_current() {
-            Ok(h) => current_timer(h),
-            Err(_) => panic!("{}", NO_RUNTIME),
-        }
-    }
 }

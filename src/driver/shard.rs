@@ -5,10 +5,10 @@ use std::cell::Cell;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, SeqCst};
 use std::task::Waker;
 
-use crate::clock::Clock;
+use crate::driver::clock::Clock;
+use crate::driver::signal::Signal;
 use crate::error::TimerError;
 use crate::loom::{lock, Arc, AtomicBool, AtomicUsize, Mutex, MutexGuard};
-use crate::signal::Signal;
 use crate::wheel::{Key, Wheel};
 
 /// State shared by a timer's shards and its driver.

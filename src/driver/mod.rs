@@ -17,7 +17,70 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::loom::Arc;
-use crate::timer::Inner;
+
+pub(crate) mod clock;
+#[cfg(all(test, loom))]
+mod loom_tests;
+pub(crate) mod registry;
+pub(crate) mod shard;
+pub(crate) mod signal;
+
+use self::shard::{this_thread_shard, Common, Shard};
+
+/// The state behind every handle of one timer: its shards and what they share.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) shards: Box<[Arc<Shard>]>,
+    pub(crate) common: Arc<Common>,
+}
+
+impl Inner {
+    /// The shard the calling thread registers into.
+    pub(crate) fn shard(&self) -> &Arc<Shard> {
+        &self.shards[this_thread_shard(self.shards.len())]
+    }
+
+    /// Shuts the timer down: refuses new registrations, then removes every pending entry and
+    /// wakes it (sleeps and timeouts resolve; delayed tasks resolve with the shutdown error).
+    pub(crate) fn shutdown(&self) {
+        if self
+            .common
+            .shutdown
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let mut drained = 0;
+        for shard in self.shards.iter() {
+            let mut wakers = {
+                let mut wheel = shard.lock();
+                let w = wheel.drain_all();
+                wheel.shrink_to_fit();
+                w
+            };
+            drained += wakers.len();
+            self.common.release(wakers.len());
+            wake_all(&mut wakers);
+        }
+        tracing::debug!(drained, "timer shut down");
+        self.common.signal.notify();
+    }
+
+    /// No handle, no future and no entry refers to this timer any more.
+    pub(crate) fn is_unused(&self) -> bool {
+        self.common
+            .detached
+            .load(std::sync::atomic::Ordering::SeqCst)
+            && self
+                .shards
+                .iter()
+                .all(|s| Arc::strong_count(s) == 1 && s.len() == 0)
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.shards.iter().map(|s| s.len()).sum()
+    }
+}
 
 /// Due entries taken from a shard per lock acquisition.
 const BATCH: usize = 1024;
@@ -52,7 +115,7 @@ impl Driver {
     pub(crate) fn new(inner: Arc<Inner>) -> Driver {
         Driver {
             inner,
-            sleep: Box::pin(tokio::time::sleep_until(crate::clock::far_future())),
+            sleep: Box::pin(tokio::time::sleep_until(crate::driver::clock::far_future())),
             sleeping_until: None,
             sleep_fired: false,
             wakers: Vec::new(),

@@ -19,10 +19,10 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use crate::clock::deadline_after;
+use crate::driver::clock::deadline_after;
+use crate::driver::shard::{Common, Shard};
 use crate::error::TimerError;
 use crate::loom::{lock, Arc, AtomicU8, Mutex};
-use crate::shard::{Common, Shard};
 use crate::wheel::Key;
 
 /// Runs `future` as a Tokio task once `duration` has elapsed, on the current runtime's default
@@ -64,7 +64,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let shard = crate::default::current_shard();
+    let shard = crate::driver::registry::current_shard();
     let deadline = deadline_after(duration);
     DelayedTask::new(shard, deadline, duration.is_zero(), future)
         .unwrap_or_else(|_| DelayedTask::shut_down())
@@ -102,7 +102,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let shard = crate::default::current_shard();
+    let shard = crate::driver::registry::current_shard();
     DelayedTask::new(shard, deadline, true, future).unwrap_or_else(|_| DelayedTask::shut_down())
 }
 

@@ -1,0 +1,137 @@
+//! `Builder`: the settings of a [`Timer`], checked when it is built.
+
+use std::time::Duration;
+
+use crate::driver::clock::Clock;
+use crate::driver::shard::{Common, Shard};
+use crate::driver::signal::Signal;
+use crate::driver::{Driver, Inner};
+use crate::error::BuildError;
+use crate::loom::{Arc, AtomicBool, AtomicUsize};
+use crate::timer::Timer;
+use crate::wheel::MAX_WHEEL_SIZE;
+
+/// Builds a [`Timer`] with a chosen tick, wheel size and limit.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tokio_timing_wheel::{BuildError, Timer};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let err = Timer::builder().wheel_size(100).build().unwrap_err();
+/// assert_eq!(err, BuildError::InvalidWheelSize(100));
+/// let timer = Timer::builder().tick(Duration::from_micros(500)).build().unwrap();
+/// assert_eq!(timer.tick(), Duration::from_micros(500));
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    tick: Duration,
+    wheel_size: usize,
+    max_pending: Option<usize>,
+    shards: Option<usize>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            tick: Duration::from_millis(1),
+            wheel_size: 64,
+            max_pending: None,
+            shards: None,
+        }
+    }
+}
+
+impl Builder {
+    /// The width of one bucket of the lowest level (default 1 ms). Timers keep their deadline
+    /// to 1/1024 of a tick (never finer than 1 ns) and fire when the clock reaches it, so the
+    /// tick does not limit precision: a coarser tick means fewer levels and less cascading, a
+    /// finer one fewer timers per bucket. Tokio's own timer, which wakes the driver, has a 1 ms
+    /// resolution: on a real clock timers fire within about that of their deadline, plus
+    /// scheduling delay.
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// Buckets per level (default 64): a power of two between 2 and 65536.
+    pub fn wheel_size(mut self, size: usize) -> Self {
+        self.wheel_size = size;
+        self
+    }
+
+    /// The most timers that may be pending at once (default: no limit). Once reached,
+    /// `try_*` methods return [`TimerError::Full`] and the other methods panic, until a timer
+    /// fires or is cancelled.
+    pub fn max_pending(mut self, max: usize) -> Self {
+        self.max_pending = Some(max);
+        self
+    }
+
+    /// Number of shards (independent wheels, each behind its own lock); default: four per
+    /// available CPU rounded up to a power of two, at most 64. More shards mean less
+    /// contention between threads and a little more work per driver wakeup.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards.clamp(1, 1024));
+        self
+    }
+
+    /// Builds the timer and spawns its driver task on the current Tokio runtime.
+    pub fn build(self) -> Result<Timer, BuildError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
+        self.build_on(runtime)
+    }
+
+    pub(crate) fn build_on(self, runtime: tokio::runtime::Handle) -> Result<Timer, BuildError> {
+        if self.tick.is_zero() {
+            return Err(BuildError::ZeroTick);
+        }
+        if u64::try_from(self.tick.as_nanos()).is_err() {
+            return Err(BuildError::TickTooLarge);
+        }
+        if !self.wheel_size.is_power_of_two() || !(2..=MAX_WHEEL_SIZE).contains(&self.wheel_size) {
+            return Err(BuildError::InvalidWheelSize(self.wheel_size));
+        }
+        if self.max_pending == Some(0) {
+            return Err(BuildError::ZeroMaxPending);
+        }
+        // The driver sleeps on Tokio's timer; without a time driver that would panic later.
+        if std::panic::catch_unwind(|| {
+            let _guard = runtime.enter();
+            drop(tokio::time::sleep(Duration::ZERO));
+        })
+        .is_err()
+        {
+            return Err(BuildError::NoTimeDriver);
+        }
+        let _guard = runtime.enter();
+        let common = Arc::new(Common {
+            clock: Clock::new(self.tick),
+            signal: Signal::new(),
+            shutdown: AtomicBool::new(false),
+            detached: AtomicBool::new(false),
+            max_pending: self.max_pending.unwrap_or(usize::MAX),
+            reserved: AtomicUsize::new(0),
+            runtime: runtime.clone(),
+            wakeups: std::sync::atomic::AtomicU64::new(0),
+        });
+        let shards = self.shards.unwrap_or_else(default_shards);
+        let inner = Arc::new(Inner {
+            shards: (0..shards)
+                .map(|_| Arc::new(Shard::new(self.wheel_size, common.clone())))
+                .collect(),
+            common,
+        });
+        runtime.spawn(Driver::new(inner.clone()));
+        Ok(Timer::from_inner(inner))
+    }
+}
+
+fn default_shards() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus * 4).next_power_of_two().min(64)
+}
