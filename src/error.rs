@@ -1,5 +1,7 @@
-//! Errors for building a timer and for registrations it refuses.
+//! Every error type of the crate: building a timer, refused registrations, elapsed timeouts
+//! and delayed tasks that produced no output.
 
+use std::any::Any;
 use std::fmt;
 
 /// Why a [`Builder`](crate::Builder) could not build a [`Timer`](crate::Timer).
@@ -73,3 +75,148 @@ impl fmt::Display for TimerError {
 }
 
 impl std::error::Error for TimerError {}
+
+/// The error of a [`Timeout`](crate::Timeout) whose deadline passed before its future completed.
+///
+/// Converts into [`std::io::Error`] with [`ErrorKind::TimedOut`](std::io::ErrorKind::TimedOut).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Elapsed {
+    shutdown: bool,
+}
+
+impl Elapsed {
+    pub(crate) fn new(shutdown: bool) -> Elapsed {
+        Elapsed { shutdown }
+    }
+
+    /// Whether the timeout ended because its timer shut down rather than at its deadline.
+    pub fn is_shutdown(&self) -> bool {
+        self.shutdown
+    }
+}
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.shutdown {
+            f.write_str("timer shut down before the deadline")
+        } else {
+            f.write_str("deadline has elapsed")
+        }
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+impl From<Elapsed> for std::io::Error {
+    fn from(e: Elapsed) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, e)
+    }
+}
+
+/// Why a [`DelayedTask`](crate::DelayedTask) produced no output: it was cancelled, it panicked, or the timer (or
+/// its runtime) shut down before it could run.
+pub struct DelayedError {
+    repr: Repr,
+}
+
+enum Repr {
+    Cancelled,
+    Panic(std::sync::Mutex<Box<dyn Any + Send + 'static>>),
+    Shutdown,
+}
+
+impl DelayedError {
+    pub(crate) fn cancelled() -> Self {
+        DelayedError {
+            repr: Repr::Cancelled,
+        }
+    }
+
+    pub(crate) fn panic(payload: Box<dyn Any + Send + 'static>) -> Self {
+        DelayedError {
+            repr: Repr::Panic(std::sync::Mutex::new(payload)),
+        }
+    }
+
+    pub(crate) fn shutdown() -> Self {
+        DelayedError {
+            repr: Repr::Shutdown,
+        }
+    }
+
+    /// The task was cancelled with [`DelayedTask::cancel`](crate::DelayedTask::cancel) before it started.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.repr, Repr::Cancelled)
+    }
+
+    /// The task panicked; the panic was caught.
+    pub fn is_panic(&self) -> bool {
+        matches!(self.repr, Repr::Panic(_))
+    }
+
+    /// The task never ran, or was stopped, because the timer or its runtime shut down.
+    pub fn is_shutdown(&self) -> bool {
+        matches!(self.repr, Repr::Shutdown)
+    }
+
+    /// The panic payload.
+    ///
+    /// # Panics
+    ///
+    /// If the error is not a panic; see [`try_into_panic`](DelayedError::try_into_panic).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::spawn_after;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let t = spawn_after(Duration::from_millis(1), async { panic!("boom") });
+    /// let err = t.await.unwrap_err();
+    /// assert!(err.is_panic());
+    /// let payload = err.into_panic();
+    /// assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
+        match self.try_into_panic() {
+            Ok(p) => p,
+            Err(e) => panic!("`DelayedError::into_panic` called on a non-panic error: {e}"),
+        }
+    }
+
+    /// The panic payload, or the error itself if it is not a panic.
+    pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, DelayedError> {
+        match self.repr {
+            Repr::Panic(p) => Ok(p
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)),
+            repr => Err(DelayedError { repr }),
+        }
+    }
+}
+
+impl fmt::Display for DelayedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Cancelled => f.write_str("delayed task was cancelled"),
+            Repr::Panic(_) => f.write_str("delayed task panicked"),
+            Repr::Shutdown => f.write_str("timer shut down before the delayed task could run"),
+        }
+    }
+}
+
+impl fmt::Debug for DelayedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Cancelled => f.write_str("DelayedError::Cancelled"),
+            Repr::Panic(_) => f.write_str("DelayedError::Panic(..)"),
+            Repr::Shutdown => f.write_str("DelayedError::Shutdown"),
+        }
+    }
+}
+
+impl std::error::Error for DelayedError {}

@@ -114,9 +114,9 @@ pub mod internals;
 struct ReadmeDoctests;
 
 pub use crate::builder::Builder;
-pub use crate::delayed_task::{spawn_after, spawn_at, DelayedError, DelayedTask};
-pub use crate::error::{BuildError, TimerError};
+pub use crate::delayed_task::{spawn_after, spawn_at, DelayedTask};
+pub use crate::error::{BuildError, DelayedError, Elapsed, TimerError};
 pub use crate::metrics::TimerMetrics;
 pub use crate::sleep::{sleep_wheel, sleep_wheel_until, Sleep};
-pub use crate::timeout::{timeout, timeout_at, Elapsed, Timeout};
+pub use crate::timeout::{timeout, timeout_at, Timeout};
 pub use crate::timer::Timer;

@@ -1,6 +1,5 @@
 //! `Timeout`, the future behind `timeout` and `timeout_at`, and its `Elapsed` error.
 
-use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -9,6 +8,7 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
+use crate::error::Elapsed;
 use crate::sleep::Sleep;
 
 /// Requires `future` to complete within `duration`, on the current runtime's default timer.
@@ -143,43 +143,8 @@ impl<T: Future> Future for Timeout<T> {
             return Poll::Ready(Ok(v));
         }
         match Pin::new(&mut *me.delay).poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(Elapsed {
-                shutdown: me.delay.is_shutdown(),
-            })),
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed::new(me.delay.is_shutdown()))),
             Poll::Pending => Poll::Pending,
         }
-    }
-}
-
-/// The error of a [`Timeout`] whose deadline passed before its future completed.
-///
-/// Converts into [`std::io::Error`] with [`ErrorKind::TimedOut`](std::io::ErrorKind::TimedOut).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Elapsed {
-    shutdown: bool,
-}
-
-impl Elapsed {
-    /// Whether the timeout ended because its timer shut down rather than at its deadline.
-    pub fn is_shutdown(&self) -> bool {
-        self.shutdown
-    }
-}
-
-impl fmt::Display for Elapsed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.shutdown {
-            f.write_str("timer shut down before the deadline")
-        } else {
-            f.write_str("deadline has elapsed")
-        }
-    }
-}
-
-impl std::error::Error for Elapsed {}
-
-impl From<Elapsed> for std::io::Error {
-    fn from(e: Elapsed) -> std::io::Error {
-        std::io::Error::new(std::io::ErrorKind::TimedOut, e)
     }
 }

@@ -16,11 +16,12 @@ use std::time::Duration;
 use futures::task::noop_waker;
 use loom::thread;
 
-use crate::delayed_task::{DelayedError, Header};
+use crate::delayed_task::Header;
 use crate::driver::clock::Clock;
 use crate::driver::shard::{Common, Shard};
 use crate::driver::signal::Signal;
 use crate::driver::Inner;
+use crate::error::DelayedError;
 use crate::loom::{Arc, AtomicBool, AtomicUsize, Mutex};
 
 /// Runs `f` under loom with a bounded number of preemptions.
