@@ -195,8 +195,8 @@ impl<T> Header<T> {
     }
 }
 
-/// What a handle needs from a task cell, whatever its future type.
-trait Cell<T>: Send + Sync {
+/// What a handle needs from a task cell, with the future's type erased.
+trait ErasedCell<T>: Send + Sync {
     fn header(&self) -> &Header<T>;
     /// Drops the future without running it (after a successful cancel).
     fn discard(&self);
@@ -209,7 +209,7 @@ struct TaskCell<F: Future> {
     common: Arc<Common>,
 }
 
-impl<F> Cell<F::Output> for TaskCell<F>
+impl<F> ErasedCell<F::Output> for TaskCell<F>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -252,7 +252,7 @@ where
             return;
         }
         let common = self.common.clone();
-        let guard = CompleteOnDrop(Some(self as StdArc<dyn Cell<F::Output>>));
+        let guard = CompleteOnDrop(Some(self as StdArc<dyn ErasedCell<F::Output>>));
         common.runtime.spawn(async move {
             let mut guard = guard;
             // `fut` is consumed inside the caught block, so a panic while dropping it after it
@@ -279,7 +279,7 @@ fn drop_contained<F>(fut: Option<F>) {
 
 /// Resolves the handle with the shutdown error if the spawned task is dropped unfinished
 /// (the runtime shut down before or while running it).
-struct CompleteOnDrop<T>(Option<StdArc<dyn Cell<T>>>);
+struct CompleteOnDrop<T>(Option<StdArc<dyn ErasedCell<T>>>);
 
 impl<T> Drop for CompleteOnDrop<T> {
     fn drop(&mut self) {
@@ -292,7 +292,7 @@ impl<T> Drop for CompleteOnDrop<T> {
 /// A header with no future, for tasks refused by a shut-down timer.
 struct Finished<T>(Header<T>);
 
-impl<T: Send> Cell<T> for Finished<T> {
+impl<T: Send> ErasedCell<T> for Finished<T> {
     fn header(&self) -> &Header<T> {
         &self.0
     }
@@ -308,7 +308,7 @@ impl<T: Send> Cell<T> for Finished<T> {
 /// cancel the task.
 #[must_use = "dropping a DelayedTask does not cancel it; keep it to cancel or await the result"]
 pub struct DelayedTask<T> {
-    cell: StdArc<dyn Cell<T>>,
+    cell: StdArc<dyn ErasedCell<T>>,
     /// Where the task waits, while it may still be cancelled.
     registration: Option<(Arc<Shard>, Key)>,
 }

@@ -28,7 +28,7 @@ pub struct TimerMetrics {
     pub cascades: u64,
     /// Buckets flushed.
     pub bucket_flushes: u64,
-    /// Buckets pushed into the delay queue.
+    /// Buckets pushed into the bucket heap (the min-heap of bucket expirations).
     pub heap_pushes: u64,
     /// The most levels any shard's wheel currently has.
     pub levels: usize,

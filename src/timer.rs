@@ -328,7 +328,7 @@ impl Timer {
 
     /// Gives memory back now: each shard's slab of entries if it is empty (a shard also does
     /// this by itself when it empties while holding more than a few thousand slots), spare
-    /// delay-queue capacity, and empty top levels of its wheel. Pending timers are unaffected.
+    /// bucket-heap capacity, and empty top levels of its wheel. Pending timers are unaffected.
     ///
     /// # Examples
     ///

@@ -14,7 +14,7 @@ pub(crate) struct Bucket {
     pub(crate) list: List,
     /// Start of the bucket's slot in ticks; meaningful while the bucket is non-empty or queued.
     pub(crate) expiration: u64,
-    /// Whether the delay queue holds a live item `(expiration, this bucket)`.
+    /// Whether the bucket heap holds a live item `(expiration, this bucket)`.
     pub(crate) queued: bool,
 }
 
@@ -24,7 +24,7 @@ pub(crate) struct Level {
     pub(crate) buckets: Box<[Bucket]>,
     /// Entries linked into this level's buckets.
     pub(crate) len: usize,
-    /// Buckets with a live item in the delay queue (possibly emptied since). A level is
+    /// Buckets with a live item in the bucket heap (possibly emptied since). A level is
     /// released only when this is zero too, so no heap item can outlive its bucket's record.
     pub(crate) queued: usize,
 }

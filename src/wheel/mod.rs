@@ -10,15 +10,15 @@
 //! the wheel's current time) holds its deadline; every bucket therefore holds entries of exactly
 //! one expiration (the start of its slot).
 //!
-//! Every non-empty bucket has an item `(expiration, bucket)` in a min-heap, the delay queue, so
+//! Every non-empty bucket has an item `(expiration, bucket)` in a min-heap, the bucket heap, so
 //! advancing time visits only buckets that hold something: an entry one hour away costs at most
 //! one heap pop per level on its way down, however many ticks lie in between. Entries live in a
 //! [`slab::Slab`] and are chained into their bucket through slab indices, so insert, remove and
 //! reschedule are O(1), plus O(log B) for a bucket's first heap push.
 
+mod bucket_heap;
 mod entry;
 mod level;
-mod queue;
 
 #[cfg(test)]
 mod naive;
@@ -30,11 +30,11 @@ use std::collections::BinaryHeap;
 
 use slab::Slab;
 
+use self::bucket_heap::BucketHeap;
 pub(crate) use self::entry::Key;
 use self::entry::{Entry, List, DUE, IMMINENT, NIL};
 pub(crate) use self::level::MAX_WHEEL_SIZE;
 use self::level::{Geometry, Level, LEVEL_SHIFT};
-use self::queue::DelayQueue;
 
 /// The slab is shrunk when the wheel empties and holds more than this many vacant slots.
 const SHRINK_THRESHOLD: usize = 4096;
@@ -47,9 +47,9 @@ pub(crate) struct Stats {
     pub(crate) cascades: u64,
     /// Buckets flushed (live heap items popped).
     pub(crate) flushes: u64,
-    /// Items pushed into the delay queue.
+    /// Items pushed into the bucket heap.
     pub(crate) heap_pushes: u64,
-    /// Items popped from the delay queue, live or stale.
+    /// Items popped from the bucket heap, live or stale.
     pub(crate) heap_pops: u64,
 }
 
@@ -71,7 +71,8 @@ pub(crate) struct Full<T>(pub(crate) T);
 pub(crate) struct Wheel<T> {
     entries: Slab<Entry<T>>,
     levels: Vec<Level>,
-    queue: DelayQueue,
+    /// One item per queued bucket: the min-heap of bucket expirations.
+    heap: BucketHeap,
     /// Entries whose deadline is at or before `now`, waiting to be handed out (FIFO).
     due: List,
     /// Entries due after `now` within the current level-0 bucket (empty when buckets are one
@@ -115,7 +116,7 @@ impl<T> Wheel<T> {
         Wheel {
             entries: Slab::new(),
             levels: Vec::new(),
-            queue: DelayQueue::default(),
+            heap: BucketHeap::default(),
             due: List::EMPTY,
             imminent: List::EMPTY,
             imminent_heap: BinaryHeap::new(),
@@ -262,7 +263,7 @@ impl<T> Wheel<T> {
         if !self.due.is_empty() {
             return Some(self.now);
         }
-        let bucket = self.queue.peek().map(|(exp, _)| exp);
+        let bucket = self.heap.peek().map(|(exp, _)| exp);
         let imminent = self.imminent_min();
         match (bucket, imminent) {
             (Some(b), Some(i)) => Some(b.min(i)),
@@ -294,7 +295,7 @@ impl<T> Wheel<T> {
             // Buckets expiring at the wheel's current time go first: a level-1 bucket can tie
             // with the level-0 bucket just flushed and hold earlier deadlines than the
             // imminent entries that are due.
-            if let Some((expiration, bucket)) = self.queue.pop_due(self.now) {
+            if let Some((expiration, bucket)) = self.heap.pop_due(self.now) {
                 self.stats.heap_pops += 1;
                 self.flush(expiration, bucket);
                 continue;
@@ -302,7 +303,7 @@ impl<T> Wheel<T> {
             if self.imminent_min().is_some_and(|m| m <= now) && self.move_due_imminent(now) {
                 continue;
             }
-            let Some((expiration, bucket)) = self.queue.pop_due(now) else {
+            let Some((expiration, bucket)) = self.heap.pop_due(now) else {
                 self.now = self.now.max(now);
                 self.trim_levels();
                 return None;
@@ -322,7 +323,7 @@ impl<T> Wheel<T> {
     pub(crate) fn drain_all(&mut self) -> Vec<T> {
         let entries = std::mem::take(&mut self.entries);
         self.levels.clear();
-        self.queue.clear();
+        self.heap.clear();
         self.due = List::EMPTY;
         self.imminent = List::EMPTY;
         self.imminent_heap.clear();
@@ -330,7 +331,7 @@ impl<T> Wheel<T> {
     }
 
     /// Gives back memory held beyond what the pending entries need: the slab when empty, the
-    /// delay queue's spare capacity, and empty top levels even while the delay queue still
+    /// bucket heap's spare capacity, and empty top levels even while the bucket heap still
     /// holds items of their (emptied) buckets.
     pub(crate) fn shrink_to_fit(&mut self) {
         if self.entries.is_empty() {
@@ -343,8 +344,8 @@ impl<T> Wheel<T> {
             self.levels.pop();
         }
         let kept = self.levels.len();
-        self.queue.retain(|bucket| split(bucket).0 < kept);
-        self.queue.shrink_to_fit();
+        self.heap.retain(|bucket| split(bucket).0 < kept);
+        self.heap.shrink_to_fit();
         self.levels.shrink_to_fit();
     }
 
@@ -392,7 +393,7 @@ impl<T> Wheel<T> {
             }
             b.expiration = expiration;
             b.queued = true;
-            self.queue.push(expiration, id);
+            self.heap.push(expiration, id);
             self.stats.heap_pushes += 1;
             self.new_head = true;
         }
@@ -494,7 +495,7 @@ impl<T> Wheel<T> {
     }
 
     /// Releases empty levels at the top: the wheel holds no more levels than its furthest
-    /// entry needs, once the delay queue has let go of their buckets too.
+    /// entry needs, once the bucket heap has let go of their buckets too.
     fn trim_levels(&mut self) {
         while self
             .levels
@@ -509,7 +510,7 @@ impl<T> Wheel<T> {
     #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn assert_invariants(&self) {
         assert!(self.levels.len() <= self.geo.max_levels, "too many levels");
-        let live: std::collections::HashSet<(u64, u32)> = self.queue.iter().collect();
+        let live: std::collections::HashSet<(u64, u32)> = self.heap.iter().collect();
         let mut linked = 0;
         // Due list: consistent links, every deadline already reached.
         linked += self.check_list(&self.due, DUE, |d| {
@@ -572,7 +573,7 @@ impl<T> Wheel<T> {
             assert_eq!(n, lvl.queued, "level {k} queued count");
         }
         assert_eq!(
-            self.queue.len(),
+            self.heap.len(),
             queued,
             "one heap item per queued bucket, no duplicates"
         );

@@ -105,9 +105,9 @@ fn levels_are_released_when_the_furthest_entry_goes() {
 }
 
 /// Register/remove cycles with driver passes in between (the RPC pattern) must not grow the
-/// delay queue: a helper found duplicates pushed after levels were released under live items.
+/// bucket heap: a helper found duplicates pushed after levels were released under live items.
 #[test]
-fn register_remove_cycles_do_not_grow_the_delay_queue() {
+fn register_remove_cycles_do_not_grow_the_bucket_heap() {
     let mut w = Wheel::new(64);
     let mut now = 0;
     for _ in 0..10_000 {

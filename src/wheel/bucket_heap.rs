@@ -1,4 +1,5 @@
-//! The delay queue: a min-heap of `(expiration, bucket)` for every non-empty bucket.
+//! The bucket heap (Kafka's "delay queue"): a min-heap of `(expiration, bucket)` for every
+//! non-empty bucket.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -6,11 +7,11 @@ use std::collections::BinaryHeap;
 /// A min-heap of bucket expirations. Items may go stale (their bucket was emptied and reset);
 /// the wheel recognises and skips those when they are popped rather than searching for them.
 #[derive(Debug, Default)]
-pub(crate) struct DelayQueue {
+pub(crate) struct BucketHeap {
     heap: BinaryHeap<Reverse<(u64, u32)>>,
 }
 
-impl DelayQueue {
+impl BucketHeap {
     pub(crate) fn push(&mut self, expiration: u64, bucket: u32) {
         self.heap.push(Reverse((expiration, bucket)));
     }
