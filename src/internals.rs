@@ -39,7 +39,7 @@ impl Wheel {
     }
 
     /// The next tick at which [`advance`](Self::advance) has work.
-    pub fn next_expiration(&self) -> Option<u64> {
+    pub fn next_expiration(&mut self) -> Option<u64> {
         self.0.next_expiration()
     }
 

@@ -471,6 +471,46 @@ async fn explicit_timer_with_10ms_tick_fires_within_one_tick() {
     assert!(start.elapsed() <= d + tick);
 }
 
+/// Review finding: with a tick that is not a power-of-two multiple of the wheel's old time
+/// unit (10 ms, 3 ms, 100 µs), `sleep(1 ms)` took 2 ms of virtual time. Every whole-millisecond
+/// sleep must now complete exactly at its deadline in paused time, as Tokio's own does.
+#[tokio::test(start_paused = true)]
+async fn sleeps_are_exact_in_virtual_time_whatever_the_tick() {
+    let ticks = [
+        Duration::from_millis(10),
+        Duration::from_millis(3),
+        Duration::from_millis(1),
+        Duration::from_micros(100),
+        Duration::from_micros(700),
+        Duration::from_secs(7),
+    ];
+    for tick in ticks {
+        let timer = Timer::builder().tick(tick).build().unwrap();
+        for ms in [1u64, 2, 3, 7, 10, 11, 25, 999, 1000, 4321] {
+            let d = Duration::from_millis(ms);
+            let start = Instant::now();
+            timer.sleep(d).await;
+            assert_eq!(start.elapsed(), d, "tick {tick:?}, sleep {d:?}");
+        }
+    }
+}
+
+/// Review finding: a timer counts time in a `u64` of nanoseconds since it was built, so past
+/// about 584 years of uptime deadlines saturate. They must then never fire (not fire at once,
+/// which would be early), whatever the tick.
+#[tokio::test(start_paused = true)]
+async fn past_the_584_year_horizon_sleeps_never_fire_early() {
+    for tick in [Duration::from_nanos(1), Duration::from_millis(1)] {
+        let timer = Timer::builder().tick(tick).build().unwrap();
+        tokio::time::advance(Duration::from_secs(585 * 365 * 86_400)).await;
+        let mut s = task::spawn(timer.sleep(Duration::from_secs(1)));
+        assert_pending!(s.poll());
+        step_for(Duration::from_secs(3600), SHORT_SETTLE_YIELDS).await;
+        assert_pending!(s.poll(), "tick {tick:?}: a saturated deadline fired");
+        assert!(!s.is_elapsed());
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_hour_sleep_costs_a_handful_of_driver_wakeups() {
     let timer = Timer::builder().build().unwrap();

@@ -1,7 +1,9 @@
-//! The one place that converts between `tokio::time::Instant` and wheel ticks.
+//! The one place that converts between `tokio::time::Instant` and wheel time.
 //!
-//! Deadlines round up and "now" rounds down, so an entry is never handed out before its
-//! deadline; everything saturates instead of overflowing.
+//! Wheel time counts nanoseconds since the timer was built, in a `u64`: exact for any tick,
+//! and good for 584 years. Deadlines and "now" convert exactly; everything saturates instead
+//! of overflowing, and "now" stops one short of `u64::MAX`, so a deadline beyond the horizon
+//! (which saturates to `u64::MAX`) waits forever rather than firing early.
 
 use std::time::Duration;
 
@@ -17,111 +19,57 @@ pub(crate) fn deadline_after(dur: Duration) -> Instant {
     Instant::now().checked_add(dur).unwrap_or_else(far_future)
 }
 
-/// log2 of the time units per tick, at most: a 1 ms tick is counted in units of 1/1024 ms.
-pub(crate) const SUBTICK_SHIFT: u32 = 10;
-
-/// Converts instants to the wheel's time: units of `tick / 2^sub_shift`, counted from an
-/// origin. The wheel's level-0 buckets are one tick (`2^sub_shift` units) wide, and entries
-/// keep their deadline in units, so timers fire as precisely as the runtime's timer allows,
-/// not just to the tick.
+/// Converts instants to wheel time (nanoseconds since an origin) and back.
 #[derive(Debug)]
 pub(crate) struct Clock {
     origin: Instant,
-    tick_ns: u64,
-    /// log2 of units per tick: `SUBTICK_SHIFT`, or fewer for ticks under 1024 ns, so a unit is
-    /// never finer than a nanosecond and `u64` units span at least 584 years.
-    sub_shift: u32,
-    /// Units per second when that is a whole number (the fast path), else 0.
-    per_sec: u64,
-    /// `floor((2^64 - 1) / tick_ns)`: divides by the tick with a multiplication (see
-    /// [`div_tick`](Self::div_tick)); a hardware division is most of a conversion's cost.
-    recip: u64,
+    tick: Duration,
 }
 
 impl Clock {
-    /// A clock starting now. `tick` must be between 1 ns and `u64::MAX` ns (the builder checks).
+    /// A clock starting now, for a wheel whose level-0 buckets are `tick` wide.
     pub(crate) fn new(tick: Duration) -> Clock {
-        let tick_ns = u64::try_from(tick.as_nanos()).expect("tick checked by the builder");
-        assert!(tick_ns > 0, "tick checked by the builder");
-        let sub_shift = SUBTICK_SHIFT.min(63 - tick_ns.leading_zeros());
-        let units_per_sec = 1_000_000_000u128 << sub_shift;
-        let per_sec = if units_per_sec % u128::from(tick_ns) == 0 {
-            u64::try_from(units_per_sec / u128::from(tick_ns)).unwrap_or(0)
-        } else {
-            0
-        };
         Clock {
             origin: Instant::now(),
-            tick_ns,
-            sub_shift,
-            per_sec,
-            recip: u64::MAX / tick_ns,
+            tick,
         }
-    }
-
-    /// `x / tick_ns`, rounded up or down, for `x < 2^40` (a sub-second count of units times
-    /// `tick_ns`). The estimate `x * recip / 2^64` is the exact quotient or one less, since
-    /// `x * recip / 2^64 > x / tick_ns - x * (tick_ns + 1) / (tick_ns * 2^64)` and that error
-    /// is below `2^-23` for such `x`; one comparison corrects it.
-    fn div_tick(&self, x: u64, round_up: bool) -> u64 {
-        debug_assert!(x < 1 << 40);
-        let mut q = ((u128::from(x) * u128::from(self.recip)) >> 64) as u64;
-        let mut rem = x - q * self.tick_ns;
-        if rem >= self.tick_ns {
-            q += 1;
-            rem -= self.tick_ns;
-        }
-        q + u64::from(round_up && rem != 0)
     }
 
     pub(crate) fn tick(&self) -> Duration {
-        Duration::from_nanos(self.tick_ns)
+        self.tick
     }
 
-    /// log2 of units per tick: the width of the wheel's level-0 buckets.
-    pub(crate) fn sub_shift(&self) -> u32 {
-        self.sub_shift
+    /// The width of a level-0 bucket in wheel time (nanoseconds, at least 1, saturating).
+    pub(crate) fn tick_units(&self) -> u64 {
+        u64::try_from(self.tick.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1)
     }
 
-    /// `ns * units_per_tick / tick_ns`, rounded up or down, saturating.
-    fn ns_to_units(&self, d: Duration, round_up: bool) -> u64 {
-        let upt = 1u64 << self.sub_shift;
-        if self.per_sec != 0 {
-            // Under 10^9 * 2^10 < 2^40.
-            let sub = self.div_tick(u64::from(d.subsec_nanos()) * upt, round_up);
-            d.as_secs()
-                .checked_mul(self.per_sec)
-                .and_then(|t| t.checked_add(sub))
-                .unwrap_or(u64::MAX)
-        } else {
-            let scaled = d.as_nanos() * u128::from(upt);
-            let units = if round_up {
-                scaled.div_ceil(u128::from(self.tick_ns))
-            } else {
-                scaled / u128::from(self.tick_ns)
-            };
-            u64::try_from(units).unwrap_or(u64::MAX)
-        }
+    /// Nanoseconds from the origin to `t` (0 before it), saturating at `u64::MAX`.
+    fn units(&self, t: Instant) -> u64 {
+        let d = t.saturating_duration_since(self.origin);
+        d.as_secs()
+            .checked_mul(1_000_000_000)
+            .and_then(|ns| ns.checked_add(u64::from(d.subsec_nanos())))
+            .unwrap_or(u64::MAX)
     }
 
-    /// The first unit at or after `deadline` (rounded up, saturating at `u64::MAX`).
+    /// The wheel time of `deadline`, exact, saturating at `u64::MAX` (which never fires).
     pub(crate) fn deadline_to_units(&self, deadline: Instant) -> u64 {
-        self.ns_to_units(deadline.saturating_duration_since(self.origin), true)
+        self.units(deadline)
     }
 
-    /// The last unit at or before `now` (rounded down).
+    /// The wheel time of `now`, exact, saturating at `u64::MAX - 1`: time never reaches a
+    /// deadline that saturated, so nothing fires early past the horizon.
     pub(crate) fn now_to_units(&self, now: Instant) -> u64 {
-        self.ns_to_units(now.saturating_duration_since(self.origin), false)
+        self.units(now).min(u64::MAX - 1)
     }
 
-    /// The first instant at which `now_to_units` reaches `units` (rounded up), saturating at
-    /// [`far_future`].
+    /// The instant of wheel time `units`, saturating at [`far_future`].
     pub(crate) fn units_to_instant(&self, units: u64) -> Instant {
-        let ns = (u128::from(units) * u128::from(self.tick_ns)).div_ceil(1u128 << self.sub_shift);
-        let secs = u64::try_from(ns / 1_000_000_000).unwrap_or(u64::MAX);
-        let dur = Duration::new(secs, (ns % 1_000_000_000) as u32);
         let far = far_future();
-        match self.origin.checked_add(dur) {
+        match self.origin.checked_add(Duration::from_nanos(units)) {
             Some(t) if t < far => t,
             _ => far,
         }
@@ -133,92 +81,52 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn deadlines_round_up_and_now_rounds_down() {
-        for tick in [Duration::from_millis(1), Duration::from_micros(300)] {
+    async fn conversions_are_exact_in_both_directions() {
+        for tick in [
+            Duration::from_millis(1),
+            Duration::from_millis(10),
+            Duration::from_micros(300),
+            Duration::from_nanos(1),
+        ] {
             let c = Clock::new(tick);
             let o = Instant::now();
-            let upt = 1u64 << c.sub_shift();
             assert_eq!(c.deadline_to_units(o), 0);
-            assert_eq!(c.deadline_to_units(o + Duration::from_nanos(1)), 1);
-            assert_eq!(c.deadline_to_units(o + tick), upt);
-            assert_eq!(
-                c.deadline_to_units(o + tick + Duration::from_nanos(1)),
-                upt + 1
-            );
-            assert_eq!(c.now_to_units(o + tick - Duration::from_nanos(1)), upt - 1);
-            assert_eq!(c.now_to_units(o + tick), upt);
-            assert_eq!(c.units_to_instant(7 * upt), o + tick * 7);
-            // Never early: a deadline's unit starts at or after it, and the instant of a unit
-            // maps back to at least that unit.
-            for ns in [1u64, 999_999, 1_000_001, 123_456_789, 5_000_000_000] {
-                let d = o + Duration::from_nanos(ns);
-                let u = c.deadline_to_units(d);
-                assert!(c.units_to_instant(u) >= d);
-                assert!(c.now_to_units(c.units_to_instant(u)) >= u);
-                assert!(c.units_to_instant(c.now_to_units(d)) <= d);
-            }
-        }
-    }
-
-    #[test]
-    fn division_by_reciprocal_is_exact() {
-        let ticks = [
-            1u64, 3, 700, 999, 1_000, 1_024, 999_983, 1_000_000, 16_777_259,
-        ];
-        let ticks = ticks
-            .into_iter()
-            .chain([u64::from(u32::MAX), 1 << 40, u64::MAX / 3]);
-        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
-        for tick_ns in ticks {
-            let c = Clock::new(Duration::from_nanos(tick_ns));
-            let edges = [0, 1, tick_ns - 1, tick_ns, tick_ns + 1, (1 << 40) - 1];
-            let random = (0..2_000).map(|_| {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                rng % (1 << 40)
-            });
-            let near_multiples = (1..200u64).flat_map(|k| {
-                let m = k.saturating_mul(tick_ns);
-                [m - 1, m, m.saturating_add(1)]
-            });
-            for x in edges
-                .into_iter()
-                .chain(random)
-                .chain(near_multiples)
-                .filter(|&x| x < 1 << 40)
-            {
-                assert_eq!(c.div_tick(x, false), x / tick_ns, "{x} / {tick_ns}");
-                assert_eq!(
-                    c.div_tick(x, true),
-                    x.div_ceil(tick_ns),
-                    "{x} / {tick_ns} up"
-                );
+            for ns in [
+                1u64,
+                999_999,
+                1_000_000,
+                1_000_001,
+                123_456_789,
+                5_000_000_000,
+            ] {
+                let t = o + Duration::from_nanos(ns);
+                assert_eq!(c.deadline_to_units(t), ns);
+                assert_eq!(c.now_to_units(t), ns);
+                assert_eq!(c.units_to_instant(ns), t);
             }
         }
     }
 
     #[tokio::test(start_paused = true)]
-    async fn sub_tick_resolution_is_never_finer_than_a_nanosecond() {
+    async fn tick_units_is_the_tick_in_nanoseconds() {
         assert_eq!(
-            Clock::new(Duration::from_millis(1)).sub_shift(),
-            SUBTICK_SHIFT
+            Clock::new(Duration::from_millis(10)).tick_units(),
+            10_000_000
         );
-        assert_eq!(Clock::new(Duration::from_nanos(1)).sub_shift(), 0);
-        assert_eq!(Clock::new(Duration::from_nanos(700)).sub_shift(), 9);
+        assert_eq!(Clock::new(Duration::from_nanos(1)).tick_units(), 1);
+        assert_eq!(Clock::new(Duration::MAX).tick_units(), u64::MAX);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn saturates_instead_of_overflowing() {
+    async fn saturates_instead_of_overflowing_and_never_fires_past_the_horizon() {
         let c = Clock::new(Duration::from_nanos(1));
         let far = far_future();
         assert!(c.deadline_to_units(far) > 0);
         assert!(
             c.deadline_to_units(far) < u64::MAX,
-            "30 years fit even in 1 ns ticks"
+            "30 years fit in u64 nanoseconds"
         );
         // Before the origin counts as 0.
-        let c = Clock::new(Duration::from_millis(1));
         tokio::time::advance(Duration::from_secs(1)).await;
         let c2 = Clock::new(Duration::from_millis(1));
         assert_eq!(
@@ -230,13 +138,10 @@ mod tests {
             far_future(),
             "saturates at the far future"
         );
-        // A huge tick that does not divide a second takes the slow path.
-        let c = Clock::new(Duration::from_secs(7));
-        let upt = 1u64 << c.sub_shift();
-        assert_eq!(
-            c.deadline_to_units(Instant::now() + Duration::from_secs(14)),
-            2 * upt
-        );
+        // Past 2^64 ns a deadline saturates to u64::MAX and "now" stops one short of it.
+        let beyond = Instant::now() + Duration::from_secs(600 * 365 * 86_400);
+        assert_eq!(c.deadline_to_units(beyond), u64::MAX);
+        assert_eq!(c.now_to_units(beyond), u64::MAX - 1);
         assert_eq!(deadline_after(Duration::MAX), far_future());
     }
 }

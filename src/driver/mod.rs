@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::loom::Arc;
+use crate::wheel::Step;
 
 pub(crate) mod clock;
 #[cfg(all(test, loom))]
@@ -82,7 +83,7 @@ impl Inner {
     }
 }
 
-/// Due entries taken from a shard per lock acquisition.
+/// Units of work (entries handed out or cascaded, heap items popped) per shard lock hold.
 const BATCH: usize = 1024;
 
 /// How often a driver whose handles are all gone re-checks whether its futures are too.
@@ -137,14 +138,21 @@ impl Driver {
             loop {
                 let mut wheel = shard.lock();
                 let cascades_before = wheel.stats().cascades;
-                while self.wakers.len() < BATCH {
-                    match wheel.poll(now) {
-                        Some(e) => self.wakers.push(e.value),
-                        None => break,
+                // Bounds the work done under the lock: due entries handed out, entries
+                // cascaded, heap items popped.
+                let mut budget = BATCH;
+                let mut slots = 0;
+                let more = loop {
+                    match wheel.poll_within(now, &mut budget) {
+                        Step::Fired(e) => {
+                            slots += usize::from(!e.parked);
+                            self.wakers.push(e.value);
+                        }
+                        Step::Done => break false,
+                        Step::Yield => break true,
                     }
-                }
+                };
                 cascades += wheel.stats().cascades - cascades_before;
-                let more = self.wakers.len() == BATCH;
                 if !more {
                     if let Some(h) = wheel.next_expiration() {
                         next = Some(next.map_or(h, |n| n.min(h)));
@@ -156,7 +164,8 @@ impl Driver {
                 }
                 drop(wheel);
                 fired += self.wakers.len();
-                common.release(self.wakers.len());
+                // A parked (persistent) entry keeps its slot.
+                common.release(slots);
                 wake_all(&mut self.wakers);
                 if !more {
                     break;

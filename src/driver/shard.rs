@@ -86,10 +86,7 @@ pub(crate) struct Shard {
 impl Shard {
     pub(crate) fn new(wheel_size: usize, common: Arc<Common>) -> Shard {
         Shard {
-            wheel: Mutex::new(Wheel::with_bucket_width(
-                wheel_size,
-                common.clock.sub_shift(),
-            )),
+            wheel: Mutex::new(Wheel::with_tick(wheel_size, common.clock.tick_units())),
             common,
         }
     }

@@ -21,6 +21,11 @@ impl BucketHeap {
         self.heap.peek().map(|r| r.0)
     }
 
+    /// Pops the earliest item.
+    pub(crate) fn pop(&mut self) -> Option<(u64, u32)> {
+        self.heap.pop().map(|r| r.0)
+    }
+
     /// Pops the earliest item if it expires at or before `now`.
     pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, u32)> {
         match self.heap.peek() {

@@ -8,9 +8,13 @@ pub(crate) const NIL: u32 = u32::MAX;
 /// Bucket id of the list of entries that are already due but not yet handed out.
 pub(crate) const DUE: u32 = u32::MAX;
 
-/// Bucket id of the list of entries due later within the current level-0 bucket (only when
-/// time is finer than buckets).
+/// Bucket id of the list of entries due later within the current tick (only when a tick is
+/// wider than one time unit).
 pub(crate) const IMMINENT: u32 = u32::MAX - 1;
+
+/// Bucket id of the list of persistent entries that fired and wait, out of the wheel, to be
+/// rescheduled or removed.
+pub(crate) const PARKED: u32 = u32::MAX - 2;
 
 /// A handle to an entry in a [`Wheel`](super::Wheel).
 ///
@@ -25,14 +29,16 @@ pub(crate) struct Key {
 /// One pending timer: its deadline, its place in a list, and the caller's value.
 #[derive(Debug)]
 pub(crate) struct Entry<T> {
-    /// The tick at or after which the entry may expire. May be later than the bucket it sits
+    /// The time (in units) at or after which the entry may expire. May be later than the bucket it sits
     /// in (a lazy reschedule), never earlier than that bucket's expiration.
     pub(crate) deadline: u64,
     pub(crate) generation: u64,
     pub(crate) prev: u32,
     pub(crate) next: u32,
-    /// `level << LEVEL_SHIFT | slot`, [`DUE`] or [`IMMINENT`].
+    /// `level << LEVEL_SHIFT | slot`, [`DUE`], [`IMMINENT`] or [`PARKED`].
     pub(crate) bucket: u32,
+    /// A persistent entry is parked when it fires, not removed (see `Wheel::insert_persistent`).
+    pub(crate) persistent: bool,
     pub(crate) value: T,
 }
 
@@ -85,10 +91,5 @@ impl List {
         } else {
             entries[next as usize].prev = prev;
         }
-    }
-
-    /// Takes the whole list, leaving this one empty.
-    pub(crate) fn take(&mut self) -> List {
-        std::mem::replace(self, List::EMPTY)
     }
 }

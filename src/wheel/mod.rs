@@ -1,10 +1,10 @@
 //! The pure hierarchical timing wheel (Kafka-style): no tokio, no `std::time`; time is `u64`.
 //!
 //! Level 0 has `wheel_size` buckets one tick wide; level `k + 1`'s tick is level `k`'s whole span.
-//! A tick is one time unit ([`Wheel::new`]) or `2^w` units ([`Wheel::with_bucket_width`]); in
-//! the latter case entries keep their deadline in units, and when time reaches a level-0 bucket
-//! the entries not yet due wait on a short "imminent" list, scanned by exact deadline, so every
-//! entry comes out exactly when time reaches its deadline.
+//! A tick is one time unit ([`Wheel::new`]) or any number of units ([`Wheel::with_tick`]); in
+//! the latter case entries keep their deadline in units, and when time reaches a tick, the
+//! entries of that tick not yet due wait on a short "imminent" list ordered by exact deadline,
+//! so every entry comes out exactly when time reaches its deadline.
 //! Levels are created lazily, bottom-up, when a deadline needs them, and released again by
 //! [`Wheel::poll`] once they are empty. An entry goes to the lowest level whose window (seen from
 //! the wheel's current time) holds its deadline; every bucket therefore holds entries of exactly
@@ -15,6 +15,11 @@
 //! one heap pop per level on its way down, however many ticks lie in between. Entries live in a
 //! [`slab::Slab`] and are chained into their bucket through slab indices, so insert, remove and
 //! reschedule are O(1), plus O(log B) for a bucket's first heap push.
+//!
+//! [`Wheel::poll_within`] bounds the work of one call (entries handed out, entries cascaded,
+//! heap items popped), so a caller holding a lock can release it between calls even while a
+//! bucket of a million entries cascades: a bucket being flushed is emptied a bounded number of
+//! entries at a time.
 
 mod bucket_heap;
 mod entry;
@@ -32,9 +37,9 @@ use slab::Slab;
 
 use self::bucket_heap::BucketHeap;
 pub(crate) use self::entry::Key;
-use self::entry::{Entry, List, DUE, IMMINENT, NIL};
+use self::entry::{Entry, List, DUE, IMMINENT, NIL, PARKED};
 pub(crate) use self::level::MAX_WHEEL_SIZE;
-use self::level::{Geometry, Level, LEVEL_SHIFT};
+use self::level::{bucket_id, split, Geometry, Level};
 
 /// The slab is shrunk when the wheel empties and holds more than this many vacant slots.
 const SHRINK_THRESHOLD: usize = 4096;
@@ -49,17 +54,30 @@ pub(crate) struct Stats {
     pub(crate) flushes: u64,
     /// Items pushed into the bucket heap.
     pub(crate) heap_pushes: u64,
-    /// Items popped from the bucket heap, live or stale.
+    /// Items popped from the bucket heap, live or stale (emptied buckets pruned included).
     pub(crate) heap_pops: u64,
 }
 
 /// An entry handed out by [`Wheel::poll`].
 #[derive(Debug)]
-#[cfg_attr(not(test), allow(dead_code))] // used by tests
+#[cfg_attr(not(test), allow(dead_code))] // key and deadline are read by tests
 pub(crate) struct Expired<T> {
     pub(crate) key: Key,
     pub(crate) deadline: u64,
     pub(crate) value: T,
+    /// A persistent entry: `value` is a clone, and the entry stays in the wheel, parked.
+    pub(crate) parked: bool,
+}
+
+/// What one step of [`Wheel::poll_within`] found.
+#[derive(Debug)]
+pub(crate) enum Step<T> {
+    /// An entry whose deadline has been reached.
+    Fired(Expired<T>),
+    /// Nothing more is due: the wheel's time is now the time polled for.
+    Done,
+    /// The work budget ran out before the poll finished; call again to go on.
+    Yield,
 }
 
 /// The wheel holds as many entries as a slab index can name; the value is handed back.
@@ -75,17 +93,27 @@ pub(crate) struct Wheel<T> {
     heap: BucketHeap,
     /// Entries whose deadline is at or before `now`, waiting to be handed out (FIFO).
     due: List,
-    /// Entries due after `now` within the current level-0 bucket (empty when buckets are one
-    /// unit wide), and a min-heap of `(deadline, index, generation)` over them. Removed or
-    /// moved entries leave stale heap items behind, recognised (and dropped) when popped.
+    /// Entries due after `now` within the current tick (empty when a tick is one unit), and a
+    /// min-heap of `(deadline, index, generation)` over them. Removed or moved entries leave
+    /// stale heap items behind, recognised (and dropped) when popped.
     imminent: List,
     imminent_heap: BinaryHeap<Reverse<(u64, u32, u64)>>,
+    /// Persistent entries that fired and wait to be rescheduled or removed, and their number.
+    parked: List,
+    parked_len: usize,
+    /// A bucket whose heap item was popped and whose entries are being moved down, a bounded
+    /// number per call. Nothing else links into it meanwhile (see `flush_some`).
+    flushing: Option<u32>,
     /// The wheel's current time: the latest time it was advanced to.
     now: u64,
+    /// The tick `now` falls in.
+    now_tick: u64,
     geo: Geometry,
     next_generation: u64,
     /// Set when a link created work the wheel did not have before: a heap push or a due entry.
     new_head: bool,
+    /// How persistent entries' values are copied when they fire (set by `insert_persistent`).
+    clone_value: Option<fn(&T) -> T>,
     stats: Stats,
 }
 
@@ -98,21 +126,20 @@ impl<T> Wheel<T> {
     /// If `wheel_size` is not a power of two in `2..=MAX_WHEEL_SIZE`.
     #[cfg_attr(not(test), allow(dead_code))] // used by tests and `internals`
     pub(crate) fn new(wheel_size: usize) -> Self {
-        Wheel::with_bucket_width(wheel_size, 0)
+        Wheel::with_tick(wheel_size, 1)
     }
 
-    /// A wheel whose level-0 buckets are `1 << width_shift` time units wide: entries keep
-    /// their exact deadline in units and are handed out when time reaches it.
+    /// A wheel whose level-0 buckets are `tick` time units wide: entries keep their exact
+    /// deadline in units and are handed out when time reaches it.
     ///
     /// # Panics
     ///
-    /// If `wheel_size` is not a power of two in `2..=MAX_WHEEL_SIZE`, or `width_shift >= 48`.
-    pub(crate) fn with_bucket_width(wheel_size: usize, width_shift: u32) -> Self {
+    /// If `wheel_size` is not a power of two in `2..=MAX_WHEEL_SIZE`, or `tick` is zero.
+    pub(crate) fn with_tick(wheel_size: usize, tick: u64) -> Self {
         assert!(
             wheel_size.is_power_of_two() && (2..=MAX_WHEEL_SIZE).contains(&wheel_size),
             "wheel size must be a power of two in 2..={MAX_WHEEL_SIZE}, got {wheel_size}"
         );
-        assert!(width_shift < 48, "bucket width must be below 2^48 units");
         Wheel {
             entries: Slab::new(),
             levels: Vec::new(),
@@ -120,21 +147,25 @@ impl<T> Wheel<T> {
             due: List::EMPTY,
             imminent: List::EMPTY,
             imminent_heap: BinaryHeap::new(),
+            parked: List::EMPTY,
+            parked_len: 0,
+            flushing: None,
             now: 0,
-            geo: Geometry::new(wheel_size, width_shift),
+            now_tick: 0,
+            geo: Geometry::new(wheel_size, tick),
             next_generation: 1,
             new_head: false,
+            clone_value: None,
             stats: Stats::default(),
         }
     }
 
-    /// The wheel's current time in ticks.
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests
+    /// The wheel's current time.
     pub(crate) fn now(&self) -> u64 {
         self.now
     }
 
-    /// Number of pending entries (including due ones not yet handed out).
+    /// Number of pending entries (due ones not yet handed out and parked ones included).
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
@@ -159,9 +190,13 @@ impl<T> Wheel<T> {
         self.stats
     }
 
-    /// Inserts `value` to expire at `deadline` (in ticks). A deadline at or before the wheel's
-    /// time comes out on the next [`poll`](Self::poll); `u64::MAX` waits until time reaches it.
+    /// Inserts `value` to expire at `deadline`. A deadline at or before the wheel's time
+    /// comes out on the next [`poll`](Self::poll); `u64::MAX` waits until time reaches it.
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Result<Key, Full<T>> {
+        self.insert_entry(deadline, value, false)
+    }
+
+    fn insert_entry(&mut self, deadline: u64, value: T, persistent: bool) -> Result<Key, Full<T>> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
         }
@@ -178,6 +213,7 @@ impl<T> Wheel<T> {
             prev: NIL,
             next: NIL,
             bucket: NIL,
+            persistent,
             value,
         }) as u32;
         self.link(idx);
@@ -206,10 +242,15 @@ impl<T> Wheel<T> {
         Some(entry.value)
     }
 
-    /// Whether `key` names a pending entry.
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests
+    /// Whether `key` names a pending entry (a parked one included).
     pub(crate) fn contains(&self, key: Key) -> bool {
         self.check(key).is_some()
+    }
+
+    /// Whether `key` names a persistent entry that fired and is parked.
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests; Interval is next
+    pub(crate) fn is_parked(&self, key: Key) -> bool {
+        self.check(key).is_some() && self.entries[key.index as usize].bucket == PARKED
     }
 
     /// The deadline of a pending entry.
@@ -225,7 +266,8 @@ impl<T> Wheel<T> {
         Some(&mut self.entries[key.index as usize].value)
     }
 
-    /// Moves a pending entry to `deadline`; `false` if the key is stale.
+    /// Moves a pending entry to `deadline`; `false` if the key is stale. A parked entry goes
+    /// back into the wheel.
     ///
     /// A deadline that is still at or after the expiration of the entry's current bucket costs
     /// no relink now: the entry is re-filed when that bucket expires. An earlier one relinks.
@@ -235,13 +277,13 @@ impl<T> Wheel<T> {
         }
         let idx = key.index;
         let bucket = self.entries[idx as usize].bucket;
-        let stays = if bucket == DUE {
-            deadline <= self.now
-        } else if bucket == IMMINENT {
-            false
-        } else {
-            let (level, slot) = split(bucket);
-            deadline >= self.levels[level].buckets[slot].expiration
+        let stays = match bucket {
+            DUE => deadline <= self.now,
+            IMMINENT | PARKED => false,
+            _ => {
+                let (level, slot) = split(bucket);
+                deadline >= self.levels[level].buckets[slot].expiration
+            }
         };
         if stays {
             self.entries[idx as usize].deadline = deadline;
@@ -253,16 +295,20 @@ impl<T> Wheel<T> {
         true
     }
 
-    /// The tick at which [`poll`](Self::poll) next has work: the earliest bucket expiration, or
-    /// the wheel's current time when entries are already due. `None` when the wheel holds no
-    /// entry at all. It may name a bucket that has since been emptied (one wasted poll).
-    pub(crate) fn next_expiration(&self) -> Option<u64> {
-        if self.entries.is_empty() {
+    /// The time at which [`poll`](Self::poll) next has work: the earliest live bucket
+    /// expiration or imminent deadline, or the wheel's current time when entries are due or a
+    /// bucket is being flushed. `None` when no entry waits in the wheel (parked ones do not).
+    ///
+    /// Buckets emptied by removals are dropped from the top of the heap first, so the answer
+    /// never names a bucket that holds nothing.
+    pub(crate) fn next_expiration(&mut self) -> Option<u64> {
+        if self.entries.len() == self.parked_len {
             return None;
         }
-        if !self.due.is_empty() {
+        if !self.due.is_empty() || self.flushing.is_some() {
             return Some(self.now);
         }
+        self.prune_heap_head();
         let bucket = self.heap.peek().map(|(exp, _)| exp);
         let imminent = self.imminent_min();
         match (bucket, imminent) {
@@ -275,41 +321,59 @@ impl<T> Wheel<T> {
     /// returns `None` once there is none, leaving the wheel's time at `now` (time never goes
     /// back). Expired higher-level buckets cascade their entries down on the way.
     pub(crate) fn poll(&mut self, now: u64) -> Option<Expired<T>> {
+        let mut unlimited = usize::MAX;
+        match self.poll_within(now, &mut unlimited) {
+            Step::Fired(e) => Some(e),
+            Step::Done | Step::Yield => None,
+        }
+    }
+
+    /// Like [`poll`](Self::poll), but spends at most `budget` units of work (one per entry
+    /// handed out, per entry moved down a level, per heap item popped), returning
+    /// [`Step::Yield`] when it runs out. The wheel stays consistent between calls, for other
+    /// operations too.
+    pub(crate) fn poll_within(&mut self, now: u64, budget: &mut usize) -> Step<T> {
         loop {
+            if *budget == 0 {
+                return Step::Yield;
+            }
             if self.due.head != NIL {
+                *budget -= 1;
                 let idx = self.due.head;
                 self.due.unlink(&mut self.entries, idx);
-                let entry = self.entries.remove(idx as usize);
-                if self.entries.is_empty() {
-                    self.on_empty();
-                }
-                return Some(Expired {
-                    key: Key {
-                        index: idx,
-                        generation: entry.generation,
-                    },
-                    deadline: entry.deadline,
-                    value: entry.value,
-                });
+                return Step::Fired(self.hand_out(idx));
             }
-            // Buckets expiring at the wheel's current time go first: a level-1 bucket can tie
-            // with the level-0 bucket just flushed and hold earlier deadlines than the
-            // imminent entries that are due.
-            if let Some((expiration, bucket)) = self.heap.pop_due(self.now) {
-                self.stats.heap_pops += 1;
-                self.flush(expiration, bucket);
+            if let Some(bucket) = self.flushing {
+                self.flush_some(bucket, budget);
                 continue;
             }
-            if self.imminent_min().is_some_and(|m| m <= now) && self.move_due_imminent(now) {
+            // Buckets expiring at the wheel's current time go first: a level-1 bucket can tie
+            // with the tick just reached and hold earlier deadlines than its imminent entries.
+            if let Some((expiration, bucket)) = self.heap.pop_due(self.now) {
+                *budget -= 1;
+                self.start_flush(expiration, bucket);
+                continue;
+            }
+            if self.imminent_min().is_some_and(|m| m <= now) {
+                // Imminent entries all precede every bucket not yet expired (those start at a
+                // later tick), so they are handed out straight from their heap.
+                *budget -= 1;
+                if let Some(idx) = self.pop_imminent(now) {
+                    self.imminent.unlink(&mut self.entries, idx);
+                    if self.imminent.is_empty() {
+                        self.imminent_heap.clear(); // only stale items can be left
+                    }
+                    return Step::Fired(self.hand_out(idx));
+                }
                 continue;
             }
             let Some((expiration, bucket)) = self.heap.pop_due(now) else {
-                self.now = self.now.max(now);
+                self.set_now(self.now.max(now));
                 self.trim_levels();
-                return None;
+                return Step::Done;
             };
-            self.stats.heap_pops += 1;
-            self.flush(expiration, bucket);
+            *budget -= 1;
+            self.start_flush(expiration, bucket);
         }
     }
 
@@ -327,6 +391,9 @@ impl<T> Wheel<T> {
         self.due = List::EMPTY;
         self.imminent = List::EMPTY;
         self.imminent_heap.clear();
+        self.parked = List::EMPTY;
+        self.parked_len = 0;
+        self.flushing = None;
         entries.into_iter().map(|(_, e)| e.value).collect()
     }
 
@@ -356,6 +423,46 @@ impl<T> Wheel<T> {
         }
     }
 
+    fn set_now(&mut self, now: u64) {
+        self.now = now;
+        self.now_tick = self.geo.tick_of(now);
+    }
+
+    /// Hands out entry `idx`, already unlinked from its list: removes it, or parks it and
+    /// hands out a copy of its value if it is persistent.
+    fn hand_out(&mut self, idx: u32) -> Expired<T> {
+        let entry = &self.entries[idx as usize];
+        let key = Key {
+            index: idx,
+            generation: entry.generation,
+        };
+        let deadline = entry.deadline;
+        if entry.persistent {
+            let clone = self
+                .clone_value
+                .expect("set by insert_persistent, the only way to make a persistent entry");
+            let value = clone(&entry.value);
+            self.parked.push_back(&mut self.entries, idx, PARKED);
+            self.parked_len += 1;
+            return Expired {
+                key,
+                deadline,
+                value,
+                parked: true,
+            };
+        }
+        let entry = self.entries.remove(idx as usize);
+        if self.entries.is_empty() {
+            self.on_empty();
+        }
+        Expired {
+            key,
+            deadline,
+            value: entry.value,
+            parked: false,
+        }
+    }
+
     /// Files entry `idx` by its deadline, relative to the wheel's current time.
     fn link(&mut self, idx: u32) {
         let deadline = self.entries[idx as usize].deadline;
@@ -364,7 +471,8 @@ impl<T> Wheel<T> {
             self.new_head = true;
             return;
         }
-        if self.geo.same_bucket(self.now, deadline) {
+        let tick = self.geo.tick_of(deadline);
+        if tick == self.now_tick {
             if self.imminent.is_empty() {
                 self.imminent_heap.clear(); // only stale items can be left
             }
@@ -377,12 +485,17 @@ impl<T> Wheel<T> {
                 .push(Reverse((deadline, idx, generation)));
             return;
         }
-        let level = self.geo.level_for(self.now, deadline);
+        let level = self.geo.level_for(self.now_tick, tick);
         while self.levels.len() <= level {
             self.levels.push(Level::new(1 << self.geo.shift));
         }
-        let (slot, expiration) = self.geo.slot_for(deadline, level);
-        let id = ((level as u32) << LEVEL_SHIFT) | slot as u32;
+        let (slot, expiration) = self.geo.slot_for(tick, level);
+        let id = bucket_id(level, slot);
+        debug_assert_ne!(
+            Some(id),
+            self.flushing,
+            "nothing links into a flushing bucket"
+        );
         let lvl = &mut self.levels[level];
         lvl.len += 1;
         let b = &mut lvl.buckets[slot];
@@ -401,16 +514,19 @@ impl<T> Wheel<T> {
     }
 
     fn unlink(&mut self, idx: u32) {
-        let bucket = self.entries[idx as usize].bucket;
-        if bucket == DUE {
-            self.due.unlink(&mut self.entries, idx);
-        } else if bucket == IMMINENT {
-            self.imminent.unlink(&mut self.entries, idx);
-        } else {
-            let (level, slot) = split(bucket);
-            let lvl = &mut self.levels[level];
-            lvl.len -= 1;
-            lvl.buckets[slot].list.unlink(&mut self.entries, idx);
+        match self.entries[idx as usize].bucket {
+            DUE => self.due.unlink(&mut self.entries, idx),
+            IMMINENT => self.imminent.unlink(&mut self.entries, idx),
+            PARKED => {
+                self.parked.unlink(&mut self.entries, idx);
+                self.parked_len -= 1;
+            }
+            bucket => {
+                let (level, slot) = split(bucket);
+                let lvl = &mut self.levels[level];
+                lvl.len -= 1;
+                lvl.buckets[slot].list.unlink(&mut self.entries, idx);
+            }
         }
     }
 
@@ -422,42 +538,47 @@ impl<T> Wheel<T> {
         self.imminent_heap.peek().map(|r| r.0 .0)
     }
 
-    /// Moves the imminent entries due at `now` to the due list, in deadline order, dropping
-    /// stale heap items on the way. Returns whether anything moved. O(log n) per entry.
-    fn move_due_imminent(&mut self, now: u64) -> bool {
-        let mut moved = false;
-        while let Some(&Reverse((deadline, idx, generation))) = self.imminent_heap.peek() {
-            if deadline > now {
-                break;
-            }
-            self.imminent_heap.pop();
-            let live = self.entries.get(idx as usize).is_some_and(|e| {
-                e.generation == generation && e.bucket == IMMINENT && e.deadline == deadline
-            });
-            if live {
-                self.imminent.unlink(&mut self.entries, idx);
-                self.due.push_back(&mut self.entries, idx, DUE);
-                moved = true;
-            }
+    /// Pops the imminent heap's top item if it is due at `now`: the entry's index if live,
+    /// `None` if it was stale (removed or moved since).
+    fn pop_imminent(&mut self, now: u64) -> Option<u32> {
+        let &Reverse((deadline, idx, generation)) = self.imminent_heap.peek()?;
+        if deadline > now {
+            return None;
         }
-        if self.imminent.is_empty() {
-            self.imminent_heap.clear();
-        }
-        if moved {
-            self.now = self.now.max(now.min(self.imminent_floor()));
-        }
-        moved
+        self.imminent_heap.pop();
+        let live = self.entries.get(idx as usize).is_some_and(|e| {
+            e.generation == generation && e.bucket == IMMINENT && e.deadline == deadline
+        });
+        live.then_some(idx)
     }
 
-    /// The last unit of the current level-0 bucket: time may step up to it while imminent
-    /// entries remain, without leaving their bucket.
-    fn imminent_floor(&self) -> u64 {
-        self.now | ((1u64 << self.geo.base) - 1)
+    /// Drops heap items at the top whose bucket is stale or was emptied by removals, so the
+    /// head names a bucket that holds entries.
+    fn prune_heap_head(&mut self) {
+        while let Some((expiration, bucket)) = self.heap.peek() {
+            let (level, slot) = split(bucket);
+            let Some(lvl) = self.levels.get_mut(level) else {
+                self.heap.pop();
+                self.stats.heap_pops += 1;
+                continue; // its level was released: stale
+            };
+            let b = &mut lvl.buckets[slot];
+            if b.queued && b.expiration == expiration {
+                if !b.list.is_empty() {
+                    return;
+                }
+                b.queued = false;
+                lvl.queued -= 1;
+            }
+            self.heap.pop();
+            self.stats.heap_pops += 1;
+        }
     }
 
     /// Processes a popped heap item: skips it if stale, else steps time to its expiration and
-    /// moves the bucket's entries to the due list or cascades them to a lower level.
-    fn flush(&mut self, expiration: u64, bucket: u32) {
+    /// starts moving the bucket's entries to the due list or down a level.
+    fn start_flush(&mut self, expiration: u64, bucket: u32) {
+        self.stats.heap_pops += 1;
         let (level, slot) = split(bucket);
         let Some(lvl) = self.levels.get_mut(level) else {
             return; // the level was released since: stale
@@ -468,12 +589,31 @@ impl<T> Wheel<T> {
         }
         b.queued = false;
         lvl.queued -= 1;
-        let mut list = b.list.take();
+        let empty = b.list.is_empty();
         self.stats.flushes += 1;
-        self.now = self.now.max(expiration);
-        while list.head != NIL {
-            let idx = list.head;
-            list.unlink(&mut self.entries, idx);
+        self.set_now(self.now.max(expiration));
+        if !empty {
+            self.flushing = Some(bucket);
+        }
+    }
+
+    /// Moves entries of the flushing bucket to the due list or down a level, one unit of
+    /// budget each, until the bucket is empty or the budget is spent.
+    ///
+    /// Nothing links into the bucket meanwhile: time stays at its expiration until it is
+    /// empty, and from there every deadline in its slot belongs to a lower level, and every
+    /// later deadline to another slot or level.
+    fn flush_some(&mut self, bucket: u32, budget: &mut usize) {
+        let (level, slot) = split(bucket);
+        while *budget > 0 {
+            let idx = self.levels[level].buckets[slot].list.head;
+            if idx == NIL {
+                break;
+            }
+            *budget -= 1;
+            self.levels[level].buckets[slot]
+                .list
+                .unlink(&mut self.entries, idx);
             self.levels[level].len -= 1;
             if self.entries[idx as usize].deadline <= self.now {
                 self.due.push_back(&mut self.entries, idx, DUE);
@@ -481,6 +621,9 @@ impl<T> Wheel<T> {
                 self.stats.cascades += 1;
                 self.link(idx);
             }
+        }
+        if self.levels[level].buckets[slot].list.is_empty() {
+            self.flushing = None;
         }
     }
 
@@ -522,11 +665,28 @@ impl<T> Wheel<T> {
                 "imminent entry {d} already due at {}",
                 self.now
             );
-            assert!(
-                self.geo.same_bucket(self.now, d),
-                "imminent entry {d} in a later bucket"
+            assert_eq!(
+                self.geo.tick_of(d),
+                self.now_tick,
+                "imminent entry {d} in a later tick"
             );
         });
+        let parked = self.check_list(&self.parked, PARKED, |_| {});
+        assert_eq!(parked, self.parked_len, "parked count");
+        linked += parked;
+        let mut idx = self.parked.head;
+        while idx != NIL {
+            assert!(
+                self.entries[idx as usize].persistent,
+                "only persistent entries park"
+            );
+            idx = self.entries[idx as usize].next;
+        }
+        assert_eq!(
+            self.now_tick,
+            self.geo.tick_of(self.now),
+            "cached tick of now"
+        );
         // Every imminent entry is indexed by a heap item with its current deadline.
         let indexed: std::collections::HashSet<(u64, u32, u64)> =
             self.imminent_heap.iter().map(|r| r.0).collect();
@@ -542,7 +702,7 @@ impl<T> Wheel<T> {
         for (k, lvl) in self.levels.iter().enumerate() {
             let mut in_level = 0;
             for (slot, b) in lvl.buckets.iter().enumerate() {
-                let id = ((k as u32) << LEVEL_SHIFT) | slot as u32;
+                let id = bucket_id(k, slot);
                 let n = self.check_list(&b.list, id, |d| {
                     assert!(
                         d >= b.expiration,
@@ -550,10 +710,14 @@ impl<T> Wheel<T> {
                         b.expiration
                     )
                 });
-                if n > 0 {
+                if n > 0 && self.flushing == Some(id) {
+                    assert!(!b.queued, "a flushing bucket left the heap");
+                    assert_eq!(b.expiration, self.now, "time stays at a flushing bucket");
+                } else if n > 0 {
                     assert!(b.queued, "non-empty bucket {k}/{slot} is not queued");
                     assert!(b.expiration >= self.now, "bucket behind the wheel's time");
-                    assert_eq!(self.geo.slot_for(b.expiration, k), (slot, b.expiration));
+                    let tick = self.geo.tick_of(b.expiration);
+                    assert_eq!(self.geo.slot_for(tick, k), (slot, b.expiration));
                 }
                 if b.queued {
                     assert!(
@@ -612,9 +776,15 @@ impl<T> Iterator for Advance<'_, T> {
     }
 }
 
-fn split(bucket: u32) -> (usize, usize) {
-    (
-        (bucket >> LEVEL_SHIFT) as usize,
-        (bucket & ((1 << LEVEL_SHIFT) - 1)) as usize,
-    )
+impl<T: Clone> Wheel<T> {
+    /// Inserts a persistent entry: when it fires, [`poll`](Self::poll) hands out a clone of
+    /// its value and parks the entry (it keeps its key and slot, and no longer counts for
+    /// [`next_expiration`](Self::next_expiration)) until [`reschedule`](Self::reschedule)
+    /// files it again or [`remove`](Self::remove) takes it out. One entry then serves a
+    /// periodic timer for its whole life.
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests; Interval is next
+    pub(crate) fn insert_persistent(&mut self, deadline: u64, value: T) -> Result<Key, Full<T>> {
+        self.clone_value = Some(T::clone);
+        self.insert_entry(deadline, value, true)
+    }
 }

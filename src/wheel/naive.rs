@@ -1,12 +1,15 @@
 //! A naive reference model of the wheel (a sorted map), for differential tests.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// The obvious implementation: a `BTreeMap` keyed by `(deadline, id)`.
+/// The obvious implementation: a `BTreeMap` keyed by `(deadline, id)`, plus the set of
+/// persistent entries and those of them that fired and are parked.
 #[derive(Debug, Default)]
 pub(crate) struct Naive {
     by_deadline: BTreeMap<(u64, u64), ()>,
     deadline_of: HashMap<u64, u64>,
+    persistent: HashSet<u64>,
+    parked: HashSet<u64>,
     now: u64,
 }
 
@@ -16,38 +19,72 @@ impl Naive {
         self.deadline_of.insert(id, deadline);
     }
 
+    pub(crate) fn insert_persistent(&mut self, id: u64, deadline: u64) {
+        self.insert(id, deadline);
+        self.persistent.insert(id);
+    }
+
     pub(crate) fn remove(&mut self, id: u64) -> bool {
+        if self.parked.remove(&id) {
+            self.persistent.remove(&id);
+            return true;
+        }
         match self.deadline_of.remove(&id) {
-            Some(d) => self.by_deadline.remove(&(d, id)).is_some(),
+            Some(d) => {
+                self.persistent.remove(&id);
+                self.by_deadline.remove(&(d, id)).is_some()
+            }
             None => false,
         }
     }
 
     pub(crate) fn reschedule(&mut self, id: u64, deadline: u64) -> bool {
+        let persistent = self.persistent.contains(&id);
         if self.remove(id) {
-            self.insert(id, deadline);
+            if persistent {
+                self.insert_persistent(id, deadline);
+            } else {
+                self.insert(id, deadline);
+            }
             true
         } else {
             false
         }
     }
 
+    /// Takes out one entry that fired (a persistent one parks).
+    pub(crate) fn fire(&mut self, id: u64) -> Option<u64> {
+        let d = self.deadline_of.remove(&id)?;
+        self.by_deadline.remove(&(d, id));
+        if self.persistent.contains(&id) {
+            self.parked.insert(id);
+        }
+        Some(d)
+    }
+
     /// Everything with a deadline at or before `max(now, time so far)`, as sorted `(deadline, id)`.
     pub(crate) fn advance(&mut self, now: u64) -> Vec<(u64, u64)> {
         self.now = self.now.max(now);
-        let mut out = Vec::new();
-        while let Some((&(d, id), _)) = self.by_deadline.first_key_value() {
-            if d > self.now {
-                break;
-            }
-            self.by_deadline.pop_first();
-            self.deadline_of.remove(&id);
-            out.push((d, id));
+        let due: Vec<(u64, u64)> = self
+            .by_deadline
+            .range(..=(self.now, u64::MAX))
+            .map(|(&k, _)| k)
+            .collect();
+        for &(_, id) in &due {
+            self.fire(id);
         }
-        out
+        due
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.deadline_of.len()
+        self.deadline_of.len() + self.parked.len()
+    }
+
+    pub(crate) fn is_persistent(&self, id: u64) -> bool {
+        self.persistent.contains(&id)
+    }
+
+    pub(crate) fn is_parked(&self, id: u64) -> bool {
+        self.parked.contains(&id)
     }
 }

@@ -2,8 +2,9 @@
 
 use proptest::prelude::*;
 
+use super::level::Divider;
 use super::naive::Naive;
-use super::{Key, Wheel};
+use super::{Key, Step, Wheel};
 
 /// Polls everything due at `now`, checking invariants after each step.
 fn drain(wheel: &mut Wheel<u64>, now: u64) -> Vec<(u64, u64)> {
@@ -124,7 +125,7 @@ fn register_remove_cycles_do_not_grow_the_bucket_heap() {
 fn top_level_reaches_u64_max() {
     let mut w = Wheel::new(64);
     let key = w.insert(u64::MAX, 7).unwrap();
-    assert_eq!(w.levels(), super::level::Geometry::new(64, 0).max_levels);
+    assert_eq!(w.levels(), super::level::Geometry::new(64, 1).max_levels);
     w.assert_invariants();
     assert!(drain(&mut w, u64::MAX - 1).is_empty());
     assert!(w.contains(key));
@@ -290,7 +291,7 @@ fn kafka_timer_test_intents() {
 #[test]
 fn wide_buckets_hand_out_entries_at_their_exact_deadline() {
     // Buckets of 1024 units (as the timer uses: a 1 ms tick in ~1 µs units).
-    let mut w = Wheel::with_bucket_width(64, 10);
+    let mut w = Wheel::with_tick(64, 1024);
     for d in [1500, 1024, 2047, 2048, 70_000, 5_000_000] {
         w.insert(d, d).unwrap();
     }
@@ -312,7 +313,7 @@ fn wide_buckets_hand_out_entries_at_their_exact_deadline() {
     assert_eq!(fired, expected);
 
     // Inside the current bucket: due exactly at its deadline.
-    let mut w = Wheel::with_bucket_width(64, 10);
+    let mut w = Wheel::with_tick(64, 1024);
     assert!(drain(&mut w, 100).is_empty());
     w.insert(600, 1).unwrap();
     assert_eq!(w.next_expiration(), Some(600));
@@ -390,9 +391,13 @@ fn emptied_wheel_gives_back_memory() {
 #[derive(Debug, Clone)]
 enum Op {
     Insert(u64),
+    InsertPersistent(u64),
     Remove(usize),
     Reschedule(usize, u64),
     Advance(u64),
+    /// Advances with a small work budget, possibly stopping part-way through a pass: other
+    /// operations then run on a wheel in the middle of a flush.
+    PartialAdvance(u64, usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -404,16 +409,19 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(u64::MAX),
         1 => any::<u64>(),
     ];
+    let advance = prop_oneof![0u64..10, 0u64..200, 0u64..100_000];
     prop_oneof![
         4 => delta.clone().prop_map(Op::Insert),
+        1 => delta.clone().prop_map(Op::InsertPersistent),
         2 => any::<usize>().prop_map(Op::Remove),
         2 => (any::<usize>(), delta).prop_map(|(i, d)| Op::Reschedule(i, d)),
-        3 => prop_oneof![0u64..10, 0u64..200, 0u64..100_000].prop_map(Op::Advance),
+        3 => advance.clone().prop_map(Op::Advance),
+        2 => (advance, 1usize..8).prop_map(|(by, b)| Op::PartialAdvance(by, b)),
     ]
 }
 
-fn run_model(size: usize, width_shift: u32, ops: Vec<Op>) {
-    let mut wheel = Wheel::with_bucket_width(size, width_shift);
+fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
+    let mut wheel = Wheel::with_tick(size, tick);
     let mut model = Naive::default();
     let mut keys: Vec<(Key, u64)> = Vec::new();
     let mut now = 0u64;
@@ -424,6 +432,12 @@ fn run_model(size: usize, width_shift: u32, ops: Vec<Op>) {
                 let deadline = now.saturating_add(delta);
                 let key = wheel.insert(deadline, id).unwrap();
                 model.insert(id, deadline);
+                keys.push((key, id));
+            }
+            Op::InsertPersistent(delta) => {
+                let deadline = now.saturating_add(delta);
+                let key = wheel.insert_persistent(deadline, id).unwrap();
+                model.insert_persistent(id, deadline);
                 keys.push((key, id));
             }
             Op::Remove(i) if !keys.is_empty() => {
@@ -444,6 +458,7 @@ fn run_model(size: usize, width_shift: u32, ops: Vec<Op>) {
                     .advance(now)
                     .map(|e| {
                         assert!(e.deadline <= now, "early");
+                        assert_eq!(e.parked, model.is_persistent(e.value));
                         (e.deadline, e.value)
                     })
                     .collect();
@@ -456,10 +471,26 @@ fn run_model(size: usize, width_shift: u32, ops: Vec<Op>) {
                 got.sort_unstable();
                 assert_eq!(got, model.advance(now), "expiries at advance to {now}");
             }
+            Op::PartialAdvance(by, budget) => {
+                now = now.saturating_add(by);
+                let mut budget = budget;
+                let mut last = 0;
+                while let Step::Fired(e) = wheel.poll_within(now, &mut budget) {
+                    assert!(e.deadline <= now, "early");
+                    assert!(e.deadline >= last, "deadline order within a pass");
+                    last = e.deadline;
+                    assert_eq!(e.parked, model.is_persistent(e.value));
+                    assert_eq!(model.fire(e.value), Some(e.deadline), "fired once, on time");
+                    wheel.assert_invariants();
+                }
+            }
             _ => {}
         }
         wheel.assert_invariants();
         assert_eq!(wheel.len(), model.len());
+        for &(key, id) in &keys {
+            assert_eq!(wheel.is_parked(key), model.is_parked(id), "parked {id}");
+        }
     }
 }
 
@@ -473,32 +504,184 @@ proptest! {
 
     #[test]
     fn matches_naive_model_size_64(ops in proptest::collection::vec(op(), 1..300)) {
-        run_model(64, 0, ops);
+        run_model(64, 1, ops);
     }
 
     #[test]
     fn matches_naive_model_size_4(ops in proptest::collection::vec(op(), 1..300)) {
-        run_model(4, 0, ops);
+        run_model(4, 1, ops);
     }
 
     /// Buckets wider than the time unit: entries must still come out exactly when time
     /// reaches their deadline, never at their bucket's start or end.
     #[test]
     fn matches_naive_model_wide_buckets(ops in proptest::collection::vec(op(), 1..300)) {
-        run_model(64, 3, ops);
+        run_model(64, 8, ops);
     }
 
     #[test]
     fn matches_naive_model_size_4_wide_buckets(ops in proptest::collection::vec(op(), 1..300)) {
-        run_model(4, 5, ops);
+        run_model(4, 32, ops);
     }
+
+    /// Ticks that are not a power of two of the time unit (a 10 ms tick counted in
+    /// nanoseconds, say): placement divides by the tick, handing out stays exact.
+    #[test]
+    fn matches_naive_model_odd_ticks(
+        tick in prop_oneof![Just(3u64), Just(7), Just(1000), 2u64..5000],
+        ops in proptest::collection::vec(op(), 1..300),
+    ) {
+        run_model(8, tick, ops);
+    }
+
+    #[test]
+    fn divider_matches_hardware_division(
+        d in prop_oneof![1u64..10_000, any::<u64>().prop_map(|d| d.max(1))],
+        x in prop_oneof![any::<u64>(), 0u64..1_000_000],
+    ) {
+        prop_assert_eq!(Divider::new(d).div(x), x / d);
+    }
+}
+
+#[test]
+fn divider_is_exact_at_the_edges() {
+    let divisors = [
+        1u64,
+        2,
+        3,
+        7,
+        1000,
+        1_000_000,
+        10_000_000,
+        999_983,
+        u64::MAX / 3,
+        u64::MAX,
+    ];
+    for d in divisors {
+        let div = Divider::new(d);
+        let mut xs = vec![0, 1, d - 1, d, d.saturating_add(1), u64::MAX, u64::MAX - 1];
+        for k in 1..200u64 {
+            let m = k.saturating_mul(d);
+            xs.extend([m - 1, m, m.saturating_add(1)]);
+        }
+        for x in xs {
+            assert_eq!(div.div(x), x / d, "{x} / {d}");
+        }
+    }
+}
+
+/// Issue: cancelled timers made a far timer wake the driver. Buckets emptied by removals stay
+/// in the heap, but `next_expiration` skips them and names the live bucket.
+#[test]
+fn next_expiration_skips_buckets_emptied_by_removals() {
+    let mut w = Wheel::with_tick(64, 1_000_000); // 1 ms ticks in nanoseconds
+    let keys: Vec<Key> = (1..=10_000u64)
+        .map(|ms| w.insert(ms * 1_000_000, ms).unwrap())
+        .collect();
+    let hour = 3_600_000 * 1_000_000u64;
+    w.insert(hour, 0).unwrap();
+    for k in keys {
+        w.remove(k).unwrap();
+    }
+    let next = w.next_expiration().unwrap();
+    assert!(
+        next > 10_000 * 1_000_000,
+        "armed for an emptied bucket: {next}"
+    );
+    assert!(next <= hour);
+    w.assert_invariants();
+    // Driven by next_expiration, the hour-long entry costs a handful of wakeups.
+    let mut wakeups = 0;
+    while let Some(t) = w.next_expiration() {
+        wakeups += 1;
+        if drain(&mut w, t).contains(&(hour, 0)) {
+            break;
+        }
+    }
+    assert!(wakeups <= w.levels() + 6, "{wakeups} wakeups");
+}
+
+/// Issue: a registration could wait for a whole cascade under the shard lock. A bucket of
+/// 100k entries is moved down at most `budget` entries per call, and the wheel stays usable
+/// (insert, remove, reschedule) between calls.
+#[test]
+fn a_huge_cascade_is_done_a_bounded_amount_at_a_time() {
+    let mut w = Wheel::new(64);
+    let n = 100_000u64;
+    // All in one level-2 bucket: deadlines 8192..8192+n spread over ticks 8192..12287.
+    let keys: Vec<Key> = (0..n)
+        .map(|i| w.insert(8192 + i % 4096, i).unwrap())
+        .collect();
+    assert_eq!(w.levels(), 3);
+    let mut fired = Vec::new();
+    let mut yields = 0;
+    let mut budget = 1024;
+    let mut extra = None;
+    loop {
+        match w.poll_within(12_287, &mut budget) {
+            Step::Fired(e) => fired.push(e.value),
+            Step::Done => break,
+            Step::Yield => {
+                yields += 1;
+                budget = 1024;
+                w.assert_invariants();
+                if yields == 3 {
+                    // Mid-cascade: remove one, move one earlier, insert one.
+                    assert!(w.remove(keys[5]).is_some());
+                    assert!(w.reschedule(keys[6], 8192));
+                    extra = Some(w.insert(9000, n).unwrap());
+                }
+            }
+        }
+    }
+    assert!(
+        yields >= n as usize / 1024,
+        "{yields} yields for {n} entries"
+    );
+    assert!(!w.contains(extra.unwrap()));
+    assert_eq!(
+        fired.len(),
+        n as usize,
+        "every entry once, the removed one not"
+    );
+    assert!(!fired.contains(&5));
+    assert!(fired.contains(&n));
+    w.assert_invariants();
+    assert!(w.is_empty());
+}
+
+#[test]
+fn persistent_entries_park_when_they_fire_and_can_be_filed_again() {
+    let mut w = Wheel::with_tick(64, 10);
+    let k = w.insert_persistent(50, 7u64).unwrap();
+    let other = w.insert(60, 8).unwrap();
+    assert_eq!(w.next_expiration(), Some(50));
+    let e = w.poll(55).unwrap();
+    assert_eq!((e.key, e.deadline, e.value, e.parked), (k, 50, 7, true));
+    assert!(w.is_parked(k) && w.contains(k));
+    assert_eq!(w.len(), 2, "a parked entry still counts");
+    assert_eq!(
+        w.next_expiration(),
+        Some(60),
+        "a parked entry is not waited for"
+    );
+    assert!(w.poll(70).is_some_and(|e| e.key == other && !e.parked));
+    assert_eq!(w.next_expiration(), None, "only a parked entry left");
+    assert!(w.reschedule(k, 120));
+    assert!(!w.is_parked(k));
+    assert_eq!(w.next_expiration(), Some(120));
+    assert!(w.poll(119).is_none());
+    assert!(w.poll(120).is_some_and(|e| e.key == k && e.parked));
+    assert_eq!(w.remove(k), Some(7));
+    assert!(w.is_empty() && !w.contains(k));
+    w.assert_invariants();
 }
 
 /// Found in review: a level-1 bucket expiring at the same time as the level-0 bucket just
 /// flushed must be flushed before the imminent entries are handed out.
 #[test]
 fn ties_between_levels_keep_deadline_order() {
-    let mut w = Wheel::with_bucket_width(64, 2);
+    let mut w = Wheel::with_tick(64, 4);
     w.insert(257, 1).unwrap(); // level 1, bucket expiring at 256
     assert!(drain(&mut w, 10).is_empty());
     w.insert(259, 2).unwrap(); // level 0, bucket expiring at 256 too
@@ -510,7 +693,7 @@ fn crowded_wide_bucket_hands_out_each_entry_in_order() {
     // 20k distinct deadlines inside one 2^20-unit bucket, handed out one deadline at a time,
     // as a driver woken for each would: every step pops from the imminent heap instead of
     // scanning the whole bucket (which made this quadratic).
-    let mut w = Wheel::with_bucket_width(64, 20);
+    let mut w = Wheel::with_tick(64, 1 << 20);
     let n = 20_000u64;
     for i in 0..n {
         w.insert((1 << 20) + 1 + (i * 7919) % n, i).unwrap();
