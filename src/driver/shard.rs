@@ -99,9 +99,35 @@ impl Shard {
     /// shard's earliest bucket and the driver would otherwise sleep past it. `Ok(None)` when
     /// the wheel's time has already reached `deadline` (nothing is filed; it is due now).
     pub(crate) fn register(&self, deadline: u64, waker: Waker) -> Result<Option<Key>, TimerError> {
+        self.register_entry(deadline, waker, false)
+    }
+
+    /// Like [`register`](Self::register), but the entry is persistent: when it fires, its
+    /// waker is woken and the entry parks, keeping its key and its `max_pending` slot, until
+    /// [`reschedule`](Self::reschedule) files it again or [`cancel`](Self::cancel) removes it
+    /// (see [`Wheel::insert_persistent`]). For timers that fire again and again (`Interval`).
+    /// Unlike `register`, a deadline already reached is filed too (it fires on the next pass).
+    #[allow(dead_code)] // Interval is next
+    pub(crate) fn register_persistent(
+        &self,
+        deadline: u64,
+        waker: Waker,
+    ) -> Result<Key, TimerError> {
+        match self.register_entry(deadline, waker, true)? {
+            Some(key) => Ok(key),
+            None => unreachable!("persistent entries are always filed"),
+        }
+    }
+
+    fn register_entry(
+        &self,
+        deadline: u64,
+        waker: Waker,
+        persistent: bool,
+    ) -> Result<Option<Key>, TimerError> {
         self.common.reserve()?;
         let mut wheel = self.lock();
-        if deadline <= wheel.now() {
+        if deadline <= wheel.now() && !persistent {
             drop(wheel);
             self.common.release(1);
             return Ok(None);
@@ -113,7 +139,12 @@ impl Shard {
             self.common.release(1);
             return Err(TimerError::Shutdown);
         }
-        let key = match wheel.insert(deadline, waker) {
+        let inserted = if persistent {
+            wheel.insert_persistent(deadline, waker)
+        } else {
+            wheel.insert(deadline, waker)
+        };
+        let key = match inserted {
             Ok(key) => key,
             Err(_) => {
                 drop(wheel);
@@ -153,6 +184,36 @@ impl Shard {
         };
         drop(old);
         true
+    }
+
+    /// For a persistent entry: `Some(true)` if it fired and is parked, `Some(false)` if it
+    /// still waits (then `waker` is the one that will be woken), `None` if it is gone (removed,
+    /// or drained by shutdown).
+    #[allow(dead_code)] // Interval is next
+    pub(crate) fn poll_persistent(&self, key: Key, waker: &Waker) -> Option<bool> {
+        {
+            let mut wheel = self.lock();
+            if wheel.is_parked(key) {
+                return Some(true);
+            }
+            match wheel.get_mut(key) {
+                None => return None,
+                Some(w) if w.will_wake(waker) => return Some(false),
+                Some(_) => {}
+            }
+        }
+        // The clone and the drop of the old waker run outside the lock (user code); the
+        // state is checked again under it, as the entry may have fired meanwhile.
+        let new = waker.clone();
+        let mut wheel = self.lock();
+        if wheel.is_parked(key) {
+            drop(wheel);
+            return Some(true);
+        }
+        let old = std::mem::replace(wheel.get_mut(key)?, new);
+        drop(wheel);
+        drop(old);
+        Some(false)
     }
 
     /// Moves a pending entry to a new deadline; `false` if it is no longer pending.

@@ -248,7 +248,6 @@ impl<T> Wheel<T> {
     }
 
     /// Whether `key` names a persistent entry that fired and is parked.
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests; Interval is next
     pub(crate) fn is_parked(&self, key: Key) -> bool {
         self.check(key).is_some() && self.entries[key.index as usize].bucket == PARKED
     }
@@ -782,7 +781,6 @@ impl<T: Clone> Wheel<T> {
     /// [`next_expiration`](Self::next_expiration)) until [`reschedule`](Self::reschedule)
     /// files it again or [`remove`](Self::remove) takes it out. One entry then serves a
     /// periodic timer for its whole life.
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests; Interval is next
     pub(crate) fn insert_persistent(&mut self, deadline: u64, value: T) -> Result<Key, Full<T>> {
         self.clone_value = Some(T::clone);
         self.insert_entry(deadline, value, true)
