@@ -2,12 +2,8 @@
 
 use std::time::Duration;
 
-use crate::driver::clock::Clock;
-use crate::driver::shard::{Common, Shard};
-use crate::driver::signal::Signal;
-use crate::driver::{Driver, Inner};
+use crate::driver::Driver;
 use crate::error::BuildError;
-use crate::loom::{Arc, AtomicBool, AtomicUsize};
 use crate::timer::Timer;
 use crate::wheel::MAX_WHEEL_SIZE;
 
@@ -65,8 +61,8 @@ impl Builder {
     }
 
     /// The most timers that may be pending at once (default: no limit). Once reached,
-    /// `try_*` methods return [`TimerError::Full`] and the other methods panic, until a timer
-    /// fires or is cancelled.
+    /// `try_*` methods return [`TimerError::Full`](crate::TimerError::Full) and the other
+    /// methods panic, until a timer fires or is cancelled.
     pub fn max_pending(mut self, max: usize) -> Self {
         self.max_pending = Some(max);
         self
@@ -80,7 +76,7 @@ impl Builder {
         self
     }
 
-    /// Builds the timer and spawns its driver task on the current Tokio runtime.
+    /// Builds the timer on the current Tokio runtime, whose time driver will fire it.
     pub fn build(self) -> Result<Timer, BuildError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
         self.build_on(runtime)
@@ -108,26 +104,15 @@ impl Builder {
         {
             return Err(BuildError::NoTimeDriver);
         }
-        let _guard = runtime.enter();
-        let common = Arc::new(Common {
-            clock: Clock::new(self.tick),
-            signal: Signal::new(),
-            shutdown: AtomicBool::new(false),
-            detached: AtomicBool::new(false),
-            max_pending: self.max_pending.unwrap_or(usize::MAX),
-            reserved: AtomicUsize::new(0),
-            runtime: runtime.clone(),
-            wakeups: std::sync::atomic::AtomicU64::new(0),
-        });
-        let shards = self.shards.unwrap_or_else(default_shards);
-        let inner = Arc::new(Inner {
-            shards: (0..shards)
-                .map(|_| Arc::new(Shard::new(self.wheel_size, common.clone())))
-                .collect(),
-            common,
-        });
-        runtime.spawn(Driver::new(inner.clone()));
-        Ok(Timer::from_inner(inner))
+        let (driver, shards) = Driver::new(
+            self.tick,
+            self.wheel_size,
+            self.shards.unwrap_or_else(default_shards),
+            self.max_pending.unwrap_or(usize::MAX),
+            runtime,
+        );
+        driver.start();
+        Ok(Timer::from_shards(shards))
     }
 }
 

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::AcqRel;
-use std::sync::Arc as StdArc;
+use std::sync::{Arc, Arc as StdArc};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -19,9 +19,9 @@ use futures::FutureExt;
 use tokio::time::Instant;
 
 use crate::driver::clock::deadline_after;
-use crate::driver::shard::{Common, Shard};
+use crate::driver::shard::Shard;
 use crate::error::{DelayedError, TimerError};
-use crate::loom::{lock, Arc, AtomicU8, Mutex};
+use crate::loom::{lock, AtomicU8, Mutex};
 use crate::wheel::Key;
 
 /// Runs `future` as a Tokio task once `duration` has elapsed, on the current runtime's default
@@ -64,7 +64,7 @@ where
     F::Output: Send + 'static,
 {
     let shard = crate::driver::registry::current_shard();
-    let deadline = deadline_after(duration);
+    let deadline = deadline_after(shard.driver.now(), duration);
     DelayedTask::new(shard, deadline, duration.is_zero(), future)
         .unwrap_or_else(|_| DelayedTask::shut_down())
 }
@@ -108,6 +108,8 @@ where
 const WAITING: u8 = 0;
 const STARTED: u8 = 1;
 const CANCELLED: u8 = 2;
+/// Resolved without running because the timer shut down: no transition is left.
+const RESOLVED: u8 = 3;
 
 /// The part of a task cell that does not depend on the future's type.
 pub(crate) struct Header<T> {
@@ -124,8 +126,12 @@ struct Slot<T> {
 
 impl<T> Header<T> {
     pub(crate) fn new() -> Header<T> {
+        Header::with_state(WAITING)
+    }
+
+    fn with_state(state: u8) -> Header<T> {
         Header {
-            state: AtomicU8::new(WAITING),
+            state: AtomicU8::new(state),
             slot: Mutex::new(Slot {
                 result: None,
                 waiter: None,
@@ -140,6 +146,18 @@ impl<T> Header<T> {
             .compare_exchange(
                 WAITING,
                 STARTED,
+                AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// `WAITING -> RESOLVED` (the timer shut down); true for the one caller that wins.
+    fn try_resolve(&self) -> bool {
+        self.state
+            .compare_exchange(
+                WAITING,
+                RESOLVED,
                 AcqRel,
                 std::sync::atomic::Ordering::Acquire,
             )
@@ -206,7 +224,9 @@ trait ErasedCell<T>: Send + Sync {
 struct TaskCell<F: Future> {
     header: Header<F::Output>,
     future: std::sync::Mutex<Option<F>>,
-    common: Arc<Common>,
+    /// Keeps the shard (and the timer) alive while the task waits in its wheel: a
+    /// fire-and-forget task needs no handle.
+    shard: Arc<Shard>,
 }
 
 impl<F> ErasedCell<F::Output> for TaskCell<F>
@@ -239,21 +259,23 @@ where
 {
     /// The wheel fired the entry (or shutdown drained it).
     fn wake(self: StdArc<Self>) {
+        if self.shard.driver.is_shutdown() {
+            if self.header.try_resolve() {
+                // Resolve first: the future's destructor is user code and may panic.
+                self.header.complete(Err(DelayedError::shutdown()));
+                drop_contained(self.take_future());
+            }
+            return;
+        }
         if !self.header.try_start() {
             return; // cancelled first
         }
         let Some(fut) = self.take_future() else {
             return;
         };
-        if self.common.is_shutdown() {
-            // Resolve first: the future's destructor is user code and may panic.
-            self.header.complete(Err(DelayedError::shutdown()));
-            drop_contained(Some(fut));
-            return;
-        }
-        let common = self.common.clone();
+        let shard = self.shard.clone();
         let guard = CompleteOnDrop(Some(self as StdArc<dyn ErasedCell<F::Output>>));
-        common.runtime.spawn(async move {
+        shard.driver.runtime.spawn(async move {
             let mut guard = guard;
             // `fut` is consumed inside the caught block, so a panic while dropping it after it
             // completed is caught too (and reported as a panic, not as a shutdown). Passing
@@ -334,22 +356,22 @@ impl<T: Send + 'static> DelayedTask<T> {
     where
         F: Future<Output = T> + Send + 'static,
     {
-        if shard.common.is_shutdown() {
+        if shard.driver.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
         let cell = StdArc::new(TaskCell {
             header: Header::new(),
             future: std::sync::Mutex::new(Some(future)),
-            common: shard.common.clone(),
+            shard: shard.clone(),
         });
-        if check_clock && deadline <= Instant::now() {
+        if check_clock && deadline <= shard.driver.now() {
             Waker::from(cell.clone()).wake();
             return Ok(DelayedTask {
                 cell,
                 registration: None,
             });
         }
-        let at = shard.common.clock.deadline_to_units(deadline);
+        let at = shard.driver.clock.deadline_to_units(deadline);
         let registration = match shard.register(at, Waker::from(cell.clone()))? {
             Some(key) => Some((shard, key)),
             None => {
@@ -361,9 +383,9 @@ impl<T: Send + 'static> DelayedTask<T> {
         Ok(DelayedTask { cell, registration })
     }
 
-    /// A task that has already resolved with the shutdown error.
+    /// A task that has already resolved with the shutdown error (and cannot be cancelled).
     pub(crate) fn shut_down() -> DelayedTask<T> {
-        let header = Header::new();
+        let header = Header::with_state(RESOLVED);
         header.complete(Err(DelayedError::shutdown()));
         DelayedTask {
             cell: StdArc::new(Finished(header)),
@@ -377,9 +399,10 @@ impl<T> DelayedTask<T> {
     /// its timer is removed from the wheel at once, and awaiting the handle yields a
     /// cancelled [`DelayedError`].
     ///
-    /// Returns `true` only for the call that stopped the task before it started. Once the
-    /// task has started (or finished, or was already cancelled) it returns `false` and
-    /// changes nothing: a running task is not interrupted.
+    /// Returns `true` only for the call that stopped a task that would otherwise have run.
+    /// Once the task has started (or finished, or was already cancelled), or if its timer has
+    /// shut down (the task then resolves with the shutdown error, never runs), it returns
+    /// `false` and changes nothing: a running task is not interrupted.
     ///
     /// # Examples
     ///
@@ -396,6 +419,12 @@ impl<T> DelayedTask<T> {
     /// ```
     pub fn cancel(&self) -> bool {
         let header = self.cell.header();
+        if let Some((shard, _)) = &self.registration {
+            if shard.driver.is_shutdown() {
+                // The shutdown resolves the task (or already did): nothing to stop.
+                return false;
+            }
+        }
         if !header.try_cancel() {
             return false;
         }
@@ -423,13 +452,5 @@ impl<T> Future for DelayedTask<T> {
     /// If polled again after it returned `Ready`.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.cell.header().poll_result(cx)
-    }
-}
-
-impl<T> Drop for DelayedTask<T> {
-    fn drop(&mut self) {
-        if let Some((shard, _)) = self.registration.take() {
-            Common::release_shard(shard);
-        }
     }
 }

@@ -32,10 +32,11 @@
 //!
 //! - **Never early.** A timer fires at or after its deadline: deadlines round up to the next
 //!   tick, the current time rounds down.
-//! - **On time.** Deadlines are kept to 1/1024 of a tick, so in virtual time (paused Tokio
-//!   time) a timer fires at its deadline, and at most one tick late by construction; on a real
-//!   clock, as soon as the Tokio timer that wakes the driver (1 ms resolution) allows, plus
-//!   scheduling delay: as punctual as `tokio::time` (see the README's results).
+//! - **On time.** Deadlines are kept to the nanosecond, so in virtual time (paused Tokio time)
+//!   a timer fires at its deadline whatever the tick; on a real clock, as soon as Tokio's own
+//!   timer (1 ms resolution) allows, plus scheduling delay. Timers fire where Tokio fires its
+//!   own, inside the worker's park or maintenance, so a saturated runtime delays them no more
+//!   than `tokio::time`'s (see the README's results).
 //! - **Deadline order.** Timers registered from one thread (one shard) that are due at the
 //!   same driver pass are woken in deadline order; a pass wakes shard by shard.
 //! - **Exactly once.** A delayed task either runs once or is cancelled once
@@ -46,21 +47,26 @@
 //!   task is caught and reported as [`DelayedError::is_panic`].
 //! - **Shutdown resolves everything** (see [`Timer::shutdown`]): pending sleeps complete,
 //!   timeouts return [`Elapsed`] with [`Elapsed::is_shutdown`], delayed tasks resolve with
-//!   [`DelayedError::is_shutdown`]. The same happens when the runtime shuts down.
-//! - **Idle costs nothing**: with no timer pending the driver waits on a notification only;
-//!   an hour-long timer costs a handful of wakeups (one per level on its way down).
+//!   [`DelayedError::is_shutdown`]. The same happens when the runtime shuts down. A deadline
+//!   reached before the shutdown still counts as elapsed.
+//! - **Idle costs nothing**: with no timer pending the timer holds no Tokio sleep at all; an
+//!   hour-long timer costs a handful of wakeups (one per level on its way down).
+//! - **Horizon.** A timer counts nanoseconds since it was built in a `u64`: deadlines more than
+//!   584 years after that never fire (rather than fire early).
 //!
 //! # Design
 //!
 //! The data structure is a hierarchical timing wheel (Varghese & Lauck; Kafka's
 //! `TimingWheel`), kept apart from the runtime glue in `src/wheel/`, which knows nothing of
-//! Tokio and counts time in `u64` units (1/1024 of a tick):
+//! Tokio and counts time in `u64` units (nanoseconds, for a timer):
 //!
 //! - level 0 has `wheel_size` buckets one tick wide; level `k + 1`'s tick is level `k`'s span;
 //!   overflow levels are created lazily, bottom-up, and released when empty;
 //! - entries keep their exact deadline; when time reaches a level-0 bucket, its entries not yet
 //!   due wait on a short list, and the driver sleeps until the earliest of them, so a timer
 //!   fires at its deadline rather than at its bucket's end;
+//! - the work of one step is bounded (entries handed out or cascaded, heap items popped), so a
+//!   bucket of a million entries cascades a batch at a time and never holds a lock long;
 //! - entries live in a slab and are chained into buckets through slab indices, so insert,
 //!   cancel and reschedule are O(1); a later deadline is re-filed lazily;
 //! - every non-empty bucket has an item in a min-heap keyed by its expiration, so time jumps
@@ -73,14 +79,25 @@
 //!   registering and cancelling at high rates do not contend with each other; a future
 //!   remembers its shard and cancels there, from any thread. This is what Tokio's single
 //!   driver lock (tokio#6504, #7226) cannot do.
-//! - **The driver** is one Tokio task per timer. It sleeps with `tokio::time::sleep_until` on
-//!   the earliest bucket of any shard, so it is driven by Tokio's clock (paused time works).
-//!   Each pass locks one shard at a time, takes due entries in batches, and wakes them after
-//!   releasing the lock. A panicking waker is caught.
-//! - **Waking the driver.** A registration notifies the driver only when it creates a bucket
-//!   earlier than the time the driver is armed for (one atomic load otherwise). Each pass
-//!   first marks the driver "unarmed", then reads the shards, then arms with `fetch_min`, so a
-//!   registration racing with a pass is never missed (checked by loom models).
+//! - **Firing, where Tokio fires its own timers.** A timer owns one Tokio sleep, the alarm, set
+//!   for the earliest bucket of any shard and polled with the timer's own waker, not a task's.
+//!   Tokio fires it in a worker's park or maintenance (every 61 polls on a busy worker), and
+//!   the wake runs the firing pass right there: one shard at a time, a bounded batch of due
+//!   entries per lock hold, wakers woken after the lock is released, a panicking waker
+//!   caught; then the alarm is set for the next earliest bucket. No task is scheduled on the
+//!   way, so under load our timers wait exactly as long as Tokio's (a driver task would wait
+//!   behind every runnable task, and the tasks it wakes would wait again), and a blocked
+//!   worker holds up only its own tasks. Because the alarm is a Tokio timer, paused time and
+//!   auto-advance drive the wheel; with nothing pending there is no alarm at all.
+//! - **Arming.** A registration moves the alarm only when it creates a bucket earlier than the
+//!   armed time (one atomic load otherwise). Tokio's wake and such registrations ask for the
+//!   driver's work through a small protocol that elects one runner at a time, which does it on
+//!   its own thread (re-setting the alarm; a pass too if the alarm is already due), so passes
+//!   never overlap or re-enter; loom models check that no registration is left without a
+//!   wakeup (`src/driver/loom_tests.rs`).
+//! - **Lifetime.** Each timer parks one task on its runtime that never wakes; when the runtime
+//!   shuts down it drops that task first, and its drop shuts the timer down, resolving every
+//!   pending future, before Tokio's time driver goes.
 //! - **Delayed tasks** wait inside the wheel, not as Tokio tasks: the wheel entry's waker is
 //!   the task cell, and firing it spawns the future. Cancellation is one compare-and-swap plus
 //!   an O(1) removal that frees the future at once.

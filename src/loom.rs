@@ -1,15 +1,18 @@
 //! Sync types used by the crate, swapped for loom's under `--cfg loom` so model tests can
 //! explore their interleavings.
+//!
+//! Only the atomics and mutexes are swapped: they are where the races are. Reference counts
+//! stay `std::sync::Arc` (loom's has no `Weak`, which the driver's ownership needs).
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize},
-    Arc, Mutex, MutexGuard,
+    Mutex, MutexGuard,
 };
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize},
-    Arc, Mutex, MutexGuard,
+    Mutex, MutexGuard,
 };
 
 /// Locks a mutex, ignoring poisoning: no code holding one of the crate's locks can panic

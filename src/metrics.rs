@@ -22,7 +22,8 @@
 pub struct TimerMetrics {
     /// Timers currently in the wheel.
     pub pending: usize,
-    /// Times the driver task woke up and made a pass over the shards.
+    /// Firing passes over the shards: one each time the timer's Tokio sleep fired (the
+    /// name predates the driver task's removal).
     pub driver_wakeups: u64,
     /// Entries moved down a level when their bucket expired.
     pub cascades: u64,

@@ -1,7 +1,9 @@
 //! `Sleep`, the future behind `sleep_wheel` and `sleep_wheel_until`.
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -9,9 +11,8 @@ use futures::task::noop_waker;
 use tokio::time::Instant;
 
 use crate::driver::clock::deadline_after;
-use crate::driver::shard::{Common, Shard};
+use crate::driver::shard::Shard;
 use crate::error::TimerError;
-use crate::loom::Arc;
 use crate::wheel::Key;
 
 /// Waits until `duration` has elapsed, on the current runtime's default timer.
@@ -108,22 +109,40 @@ enum State {
 /// The timer is registered on the first poll, not at creation, and removed from the wheel when
 /// the `Sleep` is dropped. A `Sleep` is much smaller than Tokio's (see the README) and `Unpin`.
 ///
-/// If the timer shuts down (see [`Timer::shutdown`](crate::Timer::shutdown)) while the `Sleep`
-/// is pending, it completes early rather than never; [`is_shutdown`](Sleep::is_shutdown) then
-/// returns true.
+/// If the timer shuts down (see [`Timer::shutdown`](crate::Timer::shutdown)) before the
+/// deadline, the `Sleep` completes early rather than never; [`is_shutdown`](Sleep::is_shutdown)
+/// then returns true. A deadline reached before the shutdown counts as elapsed.
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-#[derive(Debug)]
 pub struct Sleep {
-    /// `None` only inside `drop`, so the driver is notified after this reference is gone.
-    shard: Option<Arc<Shard>>,
+    shard: Arc<Shard>,
     deadline: Instant,
     state: State,
+}
+
+impl fmt::Debug for Sleep {
+    /// Bounded and lock-free: the deadline and the state, never the timer's contents.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.state {
+            State::Idle { .. } => "idle",
+            State::Registered { .. } => "registered",
+            State::Elapsed => "elapsed",
+            State::Shutdown => "shutdown",
+        };
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .field("state", &state)
+            .finish()
+    }
 }
 
 impl Sleep {
     /// A sleep until `deadline`, which may already have passed.
     pub(crate) fn new(shard: Arc<Shard>, deadline: Instant) -> Sleep {
-        Sleep::with_state(shard, deadline, State::Idle { check_clock: true })
+        Sleep {
+            shard,
+            deadline,
+            state: State::Idle { check_clock: true },
+        }
     }
 
     /// A sleep of `duration` from now: a zero duration has elapsed already.
@@ -133,26 +152,12 @@ impl Sleep {
         } else {
             State::Idle { check_clock: false }
         };
-        Sleep::with_state(shard, deadline_after(duration), state)
-    }
-
-    fn with_state(shard: Arc<Shard>, deadline: Instant, state: State) -> Sleep {
-        let state = if shard.common.is_shutdown() {
-            State::Shutdown
-        } else {
-            state
-        };
+        let deadline = deadline_after(shard.driver.now(), duration);
         Sleep {
-            shard: Some(shard),
+            shard,
             deadline,
             state,
         }
-    }
-
-    fn shard(&self) -> &Arc<Shard> {
-        self.shard
-            .as_ref()
-            .expect("a Sleep has its shard until dropped")
     }
 
     /// Registers now (taking a slot of a limited timer), with a waker set on first poll.
@@ -160,18 +165,28 @@ impl Sleep {
         shard: Arc<Shard>,
         deadline: Instant,
     ) -> Result<Sleep, TimerError> {
-        if shard.common.is_shutdown() {
+        if shard.driver.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
         let mut sleep = Sleep::new(shard, deadline);
-        sleep.state = State::Elapsed;
-        if deadline > Instant::now() {
-            let at = sleep.shard().common.clock.deadline_to_units(deadline);
-            if let Some(key) = sleep.shard().register(at, noop_waker())? {
-                sleep.state = State::Registered { key, at: deadline };
-            }
-        }
+        sleep.state = sleep.register_now()?;
         Ok(sleep)
+    }
+
+    /// Registers for the deadline with a placeholder waker (replaced on the next poll), unless
+    /// it has passed: the state to be in.
+    fn register_now(&self) -> Result<State, TimerError> {
+        if self.deadline <= self.shard.driver.now() {
+            return Ok(State::Elapsed);
+        }
+        let at = self.shard.driver.clock.deadline_to_units(self.deadline);
+        Ok(match self.shard.register(at, noop_waker())? {
+            Some(key) => State::Registered {
+                key,
+                at: self.deadline,
+            },
+            None => State::Elapsed,
+        })
     }
 
     /// The instant at which this `Sleep` completes.
@@ -182,12 +197,12 @@ impl Sleep {
     /// Whether the deadline has been reached: the timer fired (whether or not this `Sleep` has
     /// been polled since), or the timer shut down.
     pub fn is_elapsed(&self) -> bool {
-        let shard = self.shard();
+        let driver = &self.shard.driver;
         match self.state {
             State::Elapsed | State::Shutdown => true,
-            State::Idle { .. } => shard.common.is_shutdown() || self.deadline <= Instant::now(),
+            State::Idle { .. } => driver.is_shutdown() || self.deadline <= driver.now(),
             State::Registered { key, at } => {
-                !shard.contains(key) && (shard.common.is_shutdown() || !self.moved_later(at))
+                !self.shard.contains(key) && (driver.is_shutdown() || !self.moved_later(at))
             }
         }
     }
@@ -195,20 +210,20 @@ impl Sleep {
     /// Whether the deadline was moved past the wheel time of the registration for `at` (a lazy
     /// reset), so that registration firing does not complete this `Sleep`.
     fn moved_later(&self, at: Instant) -> bool {
-        let clock = &self.shard().common.clock;
+        let clock = &self.shard.driver.clock;
         self.deadline > at && clock.deadline_to_units(self.deadline) > clock.deadline_to_units(at)
     }
 
     /// Removes the timer from the wheel, if registered (the owner no longer needs it).
     pub(crate) fn disarm(&mut self) {
         if let State::Registered { key, .. } = self.state {
-            self.shard().cancel(key);
+            self.shard.cancel(key);
             self.state = State::Idle { check_clock: true };
         }
     }
 
-    /// Whether this `Sleep` completed because its timer shut down, not because the deadline
-    /// was reached.
+    /// Whether this `Sleep` completed because its timer shut down before the deadline (not
+    /// because the deadline was reached, even if it was first polled after the shutdown).
     pub fn is_shutdown(&self) -> bool {
         self.state == State::Shutdown
     }
@@ -219,6 +234,12 @@ impl Sleep {
     /// and, when it fires, is re-filed for the new deadline (one extra wakeup of the task).
     /// Moving it earlier relinks the timer at once; to a deadline already passed, the next
     /// poll completes.
+    ///
+    /// On a timer built with [`max_pending`](crate::Builder::max_pending) the `Sleep` keeps its
+    /// slot instead: a later deadline moves its entry in the wheel (O(1), no relink, one brief
+    /// lock), and a `Sleep` that had completed takes a slot again at once. If the timer is
+    /// full then, the next poll panics as a new sleep's first poll would;
+    /// [`try_reset`](Sleep::try_reset) returns the error instead.
     ///
     /// # Examples
     ///
@@ -238,35 +259,113 @@ impl Sleep {
     /// # }
     /// ```
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
-        let this = self.get_mut();
-        this.deadline = deadline;
-        match this.state {
-            // Later: nothing to do now (one comparison); re-filed when the entry fires.
-            State::Registered { at, .. } if deadline >= at => {}
+        let _ = self.get_mut().reset_inner(deadline);
+    }
+
+    /// Like [`reset`](Sleep::reset), but on a timer built with
+    /// [`max_pending`](crate::Builder::max_pending) that is full, returns
+    /// [`TimerError::Full`](crate::TimerError::Full) (and the `Sleep` stays as if reset,
+    /// without a slot: its next poll tries again, and panics if the timer is still full). On a
+    /// timer without a limit it never fails.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::Full`](crate::TimerError::Full) as above. A shut-down timer is not an
+    /// error: the `Sleep` completes on its next poll, as after [`reset`](Sleep::reset).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    /// use tokio_timing_wheel::{Timer, TimerError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::builder().max_pending(1).build().unwrap();
+    /// let mut a = Box::pin(timer.try_sleep(Duration::from_millis(10)).unwrap());
+    /// (&mut a).await; // completed: its slot is free again
+    /// let _b = timer.try_sleep(Duration::from_secs(3600)).unwrap(); // takes the slot
+    /// let again = a.as_mut().try_reset(Instant::now() + Duration::from_secs(1));
+    /// assert_eq!(again, Err(TimerError::Full { max_pending: 1 }));
+    /// # }
+    /// ```
+    pub fn try_reset(self: Pin<&mut Self>, deadline: Instant) -> Result<(), TimerError> {
+        self.get_mut().reset_inner(deadline)
+    }
+
+    fn reset_inner(&mut self, deadline: Instant) -> Result<(), TimerError> {
+        self.deadline = deadline;
+        let bounded = self.shard.driver.is_bounded();
+        match self.state {
+            // Later, without a limit: nothing to do now (one comparison); re-filed when the
+            // entry fires.
+            State::Registered { at, .. } if deadline >= at && !bounded => Ok(()),
             State::Registered { key, .. } => {
-                let shard = this.shard();
-                if deadline <= Instant::now() {
-                    shard.cancel(key);
-                    this.state = State::Elapsed;
-                } else if shard.reschedule(key, shard.common.clock.deadline_to_units(deadline)) {
-                    this.state = State::Registered { key, at: deadline };
-                } else {
-                    this.state = State::Idle { check_clock: true };
+                let driver = &self.shard.driver;
+                if deadline <= driver.now() {
+                    self.shard.cancel(key);
+                    self.state = State::Elapsed;
+                    return Ok(());
                 }
+                let units = driver.clock.deadline_to_units(deadline);
+                if self.shard.reschedule(key, units) {
+                    self.state = State::Registered { key, at: deadline };
+                    return Ok(());
+                }
+                // Fired meanwhile (its slot went with it).
+                self.state = State::Idle { check_clock: true };
+                self.rearm_bounded()
             }
-            State::Elapsed | State::Idle { .. } => this.state = State::Idle { check_clock: true },
-            State::Shutdown => {}
+            State::Elapsed | State::Idle { .. } => {
+                self.state = State::Idle { check_clock: true };
+                self.rearm_bounded()
+            }
+            State::Shutdown => Ok(()),
         }
+    }
+
+    /// On a bounded timer, takes a slot for an idle `Sleep` now, so a reset never turns into a
+    /// panic later because the slot was taken meanwhile.
+    fn rearm_bounded(&mut self) -> Result<(), TimerError> {
+        if !self.shard.driver.is_bounded() {
+            return Ok(());
+        }
+        match self.register_now() {
+            Ok(state) => {
+                self.state = state;
+                Ok(())
+            }
+            Err(TimerError::Shutdown) => Ok(()), // resolved on the next poll
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The timer is shut down and this `Sleep` is not in the wheel: it elapsed if its deadline
+    /// had been reached when the timer shut down, else the shutdown cut it short.
+    fn finish_after_shutdown(&mut self) -> Poll<()> {
+        let driver = &self.shard.driver;
+        let units = driver.clock.deadline_to_units(self.deadline);
+        self.state = if driver.elapsed_before_shutdown(units) {
+            State::Elapsed
+        } else {
+            State::Shutdown
+        };
+        Poll::Ready(())
     }
 
     /// Registers (or re-registers) for `self.deadline`; `Ready` if there is nothing to wait for.
     fn register(&mut self, cx: &mut Context<'_>, check_clock: bool) -> Poll<()> {
-        if check_clock && self.deadline <= Instant::now() {
+        let driver = &self.shard.driver;
+        if driver.is_shutdown() {
+            return self.finish_after_shutdown();
+        }
+        if check_clock && self.deadline <= driver.now() {
             self.state = State::Elapsed;
             return Poll::Ready(());
         }
-        let at = self.shard().common.clock.deadline_to_units(self.deadline);
-        match self.shard().register(at, cx.waker().clone()) {
+        let at = driver.clock.deadline_to_units(self.deadline);
+        match self.shard.register(at, cx.waker().clone()) {
             Ok(Some(key)) => {
                 self.state = State::Registered {
                     key,
@@ -279,10 +378,7 @@ impl Sleep {
                 self.state = State::Elapsed;
                 Poll::Ready(())
             }
-            Err(TimerError::Shutdown) => {
-                self.state = State::Shutdown;
-                Poll::Ready(())
-            }
+            Err(TimerError::Shutdown) => self.finish_after_shutdown(),
             Err(e @ TimerError::Full { .. }) => panic!(
                 "tokio-timing-wheel: {e}; use the Timer's try_* methods to handle a full timer"
             ),
@@ -299,14 +395,12 @@ impl Future for Sleep {
             State::Elapsed | State::Shutdown => Poll::Ready(()),
             State::Idle { check_clock } => this.register(cx, check_clock),
             State::Registered { key, at } => {
-                let shard = this.shard();
-                if shard.refresh(key, cx.waker()) {
+                if this.shard.refresh(key, cx.waker()) {
                     return Poll::Pending;
                 }
-                // Fired (or drained by shutdown).
-                if shard.common.is_shutdown() {
-                    this.state = State::Shutdown;
-                    return Poll::Ready(());
+                // Fired, or drained by shutdown.
+                if this.shard.driver.is_shutdown() {
+                    return this.finish_after_shutdown();
                 }
                 if this.moved_later(at) {
                     // The deadline moved later after registration: wait again.
@@ -321,12 +415,8 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        let Some(shard) = self.shard.take() else {
-            return;
-        };
         if let State::Registered { key, .. } = self.state {
-            shard.cancel(key);
+            self.shard.cancel(key);
         }
-        Common::release_shard(shard);
     }
 }

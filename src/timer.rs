@@ -1,7 +1,8 @@
 //! `Timer`: a cheap handle to one timing wheel and its driver.
 
+use std::fmt;
 use std::future::{Future, IntoFuture};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -10,30 +11,14 @@ use crate::builder::Builder;
 use crate::delayed_task::DelayedTask;
 use crate::driver::clock::deadline_after;
 use crate::driver::registry::{current_timer, NO_RUNTIME};
-use crate::driver::Inner;
+use crate::driver::shard::{this_thread_shard, Shard};
+use crate::driver::Driver;
 use crate::error::TimerError;
-use crate::loom::Arc;
 use crate::metrics::TimerMetrics;
 use crate::sleep::Sleep;
 use crate::timeout::Timeout;
 
-/// Keeps the driver alive while any [`Timer`] handle exists; the last one dropped tells it.
-#[derive(Debug)]
-struct HandleRef {
-    inner: Arc<Inner>,
-}
-
-impl Drop for HandleRef {
-    fn drop(&mut self) {
-        self.inner
-            .common
-            .detached
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        self.inner.common.signal.notify();
-    }
-}
-
-/// A hierarchical timing wheel driven by one Tokio task.
+/// A hierarchical timing wheel, fired from inside Tokio's own timer processing.
 ///
 /// `Timer` is a cheap handle (`Clone + Send + Sync`); clones share the wheel. Most programs do
 /// not need one: the free functions ([`sleep_wheel`](crate::sleep_wheel),
@@ -43,10 +28,12 @@ impl Drop for HandleRef {
 ///
 /// # Lifetime
 ///
-/// The driver task runs on the runtime that built the timer. It ends when the timer is
-/// [shut down](Timer::shutdown), when the runtime shuts down, or once every `Timer` handle,
-/// every future it made and every pending delayed task is gone. Dropping the handles alone
-/// does not stop pending sleeps, timeouts or delayed tasks: they keep the timer alive.
+/// The timer is bound to the runtime that built it: that runtime's time driver fires it, and
+/// delayed tasks spawn onto it. The timer lives until it is [shut down](Timer::shutdown), its
+/// runtime shuts down, or every `Timer` handle, every future it made and every pending delayed
+/// task is gone. Dropping the handles alone does not stop pending sleeps, timeouts or delayed
+/// tasks: they keep the timer alive. A timer costs its runtime one task that never wakes (it
+/// notices the runtime's shutdown) and, while something is pending, one Tokio sleep.
 ///
 /// # Examples
 ///
@@ -68,9 +55,21 @@ impl Drop for HandleRef {
 /// assert_eq!(r, Ok(42));
 /// # }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Timer {
-    handle: Arc<HandleRef>,
+    /// The timer's shards; each refers to the driver.
+    shards: Arc<[Arc<Shard>]>,
+}
+
+impl fmt::Debug for Timer {
+    /// Bounded and lock-free: the settings and state, never the wheels' contents.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timer")
+            .field("tick", &self.tick())
+            .field("shards", &self.shards.len())
+            .field("shutdown", &self.is_shutdown())
+            .finish()
+    }
 }
 
 impl Timer {
@@ -113,14 +112,19 @@ impl Timer {
         }
     }
 
-    pub(crate) fn from_inner(inner: Arc<Inner>) -> Timer {
+    pub(crate) fn from_shards(shards: Box<[Arc<Shard>]>) -> Timer {
         Timer {
-            handle: Arc::new(HandleRef { inner }),
+            shards: shards.into(),
         }
     }
 
-    pub(crate) fn inner(&self) -> &Arc<Inner> {
-        &self.handle.inner
+    /// The shard the calling thread registers into.
+    pub(crate) fn shard(&self) -> &Arc<Shard> {
+        &self.shards[this_thread_shard(self.shards.len())]
+    }
+
+    pub(crate) fn driver(&self) -> &Arc<Driver> {
+        &self.shards[0].driver
     }
 
     /// A future that completes once `duration` has elapsed (see [`sleep_wheel`](crate::sleep_wheel)).
@@ -130,7 +134,7 @@ impl Timer {
     /// When polled, if the timer was built with [`max_pending`](Builder::max_pending) and is
     /// full. Use [`try_sleep`](Timer::try_sleep) to get an error instead.
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::after(self.inner().shard().clone(), duration)
+        Sleep::after(self.shard().clone(), duration)
     }
 
     /// A future that completes at `deadline` (see [`sleep_wheel_until`](crate::sleep_wheel_until)).
@@ -139,7 +143,7 @@ impl Timer {
     ///
     /// As [`sleep`](Timer::sleep).
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(self.inner().shard().clone(), deadline)
+        Sleep::new(self.shard().clone(), deadline)
     }
 
     /// Like [`sleep`](Timer::sleep), but takes the timer slot now and returns an error when
@@ -162,13 +166,13 @@ impl Timer {
     /// # }
     /// ```
     pub fn try_sleep(&self, duration: Duration) -> Result<Sleep, TimerError> {
-        self.try_sleep_until(deadline_after(duration))
+        self.try_sleep_until(deadline_after(self.driver().now(), duration))
     }
 
     /// Like [`sleep_until`](Timer::sleep_until), but takes the timer slot now and returns an
     /// error when the timer is full or shut down.
     pub fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, TimerError> {
-        Sleep::new_registered(self.inner().shard().clone(), deadline)
+        Sleep::new_registered(self.shard().clone(), deadline)
     }
 
     /// Requires `future` to complete within `duration` (see [`timeout`](crate::timeout)).
@@ -200,7 +204,7 @@ impl Timer {
         duration: Duration,
         future: F,
     ) -> Result<Timeout<F::IntoFuture>, TimerError> {
-        self.try_timeout_at(deadline_after(duration), future)
+        self.try_timeout_at(deadline_after(self.driver().now(), duration), future)
     }
 
     /// Like [`timeout_at`](Timer::timeout_at), but takes the timer slot now and returns an
@@ -268,7 +272,11 @@ impl Timer {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.try_spawn(deadline_after(duration), duration.is_zero(), future)
+        self.try_spawn(
+            deadline_after(self.driver().now(), duration),
+            duration.is_zero(),
+            future,
+        )
     }
 
     /// Like [`spawn_at`](Timer::spawn_at), but returns an error when the timer is full.
@@ -294,7 +302,7 @@ impl Timer {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let shard = self.inner().shard().clone();
+        let shard = self.shard().clone();
         match DelayedTask::new(shard, deadline, check_clock, future) {
             Err(TimerError::Shutdown) => Ok(DelayedTask::shut_down()),
             other => other,
@@ -304,17 +312,16 @@ impl Timer {
     /// Number of timers currently registered in the wheel (sleeps and timeouts that have been
     /// polled and not yet fired or dropped, and delayed tasks not yet started or cancelled).
     pub fn pending(&self) -> usize {
-        self.inner().pending()
+        self.shards.iter().map(|s| s.len()).sum()
     }
 
     /// A snapshot of the timer's counters (takes each shard's lock briefly).
     pub fn metrics(&self) -> TimerMetrics {
-        let inner = self.inner();
         let mut m = TimerMetrics {
-            driver_wakeups: inner.common.wakeups.load(Relaxed),
+            driver_wakeups: self.driver().passes(),
             ..TimerMetrics::default()
         };
-        for shard in inner.shards.iter() {
+        for shard in self.shards.iter() {
             let wheel = shard.lock();
             let s = wheel.stats();
             m.pending += wheel.len();
@@ -346,30 +353,34 @@ impl Timer {
     /// # }
     /// ```
     pub fn shrink_to_fit(&self) {
-        for shard in self.inner().shards.iter() {
+        for shard in self.shards.iter() {
             shard.lock().shrink_to_fit();
         }
     }
 
     /// The tick this timer was built with.
     pub fn tick(&self) -> Duration {
-        self.inner().common.clock.tick()
+        self.driver().clock.tick()
     }
 
     /// Shuts the timer down: every pending sleep completes, every pending timeout resolves to
     /// an [`Elapsed`](crate::Elapsed) error whose [`is_shutdown`](crate::Elapsed::is_shutdown)
     /// is true, every pending delayed task resolves with a
-    /// [shutdown error](crate::DelayedError::is_shutdown) without running, and the driver task
-    /// ends. Futures created afterwards resolve the same way at once; `try_*` methods return
-    /// [`TimerError::Shutdown`]. Calling it again does nothing.
+    /// [shutdown error](crate::DelayedError::is_shutdown) without running, and the timer's
+    /// Tokio sleep and task go. Futures created afterwards resolve the same way at once; `try_*`
+    /// methods return [`TimerError::Shutdown`]. Calling it again does nothing.
     ///
-    /// The same happens when the runtime that runs the driver shuts down.
+    /// A sleep or timeout whose deadline had already passed when the timer shut down counts
+    /// as elapsed, not as shut down ([`Sleep::is_shutdown`](crate::Sleep::is_shutdown) is
+    /// false), even if it is first polled afterwards.
+    ///
+    /// The same happens when the timer's runtime shuts down.
     pub fn shutdown(&self) {
-        self.inner().shutdown();
+        self.driver().shutdown();
     }
 
     /// Whether the timer has been shut down.
     pub fn is_shutdown(&self) -> bool {
-        self.inner().common.is_shutdown()
+        self.driver().is_shutdown()
     }
 }

@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Far enough in the future to mean "never" (about 30 years), as tokio does.
-pub(crate) fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+/// Far enough from `now` to mean "never" (about 30 years), as tokio does.
+pub(crate) fn far_future(now: Instant) -> Instant {
+    now + Duration::from_secs(86_400 * 365 * 30)
 }
 
 /// `now + dur`, saturating at [`far_future`].
-pub(crate) fn deadline_after(dur: Duration) -> Instant {
-    Instant::now().checked_add(dur).unwrap_or_else(far_future)
+pub(crate) fn deadline_after(now: Instant, dur: Duration) -> Instant {
+    now.checked_add(dur).unwrap_or_else(|| far_future(now))
 }
 
 /// Converts instants to wheel time (nanoseconds since an origin) and back.
@@ -66,9 +66,9 @@ impl Clock {
         self.units(now).min(u64::MAX - 1)
     }
 
-    /// The instant of wheel time `units`, saturating at [`far_future`].
-    pub(crate) fn units_to_instant(&self, units: u64) -> Instant {
-        let far = far_future();
+    /// The instant of wheel time `units`, saturating at [`far_future`] of `now`.
+    pub(crate) fn units_to_instant(&self, units: u64, now: Instant) -> Instant {
+        let far = far_future(now);
         match self.origin.checked_add(Duration::from_nanos(units)) {
             Some(t) if t < far => t,
             _ => far,
@@ -102,7 +102,7 @@ mod tests {
                 let t = o + Duration::from_nanos(ns);
                 assert_eq!(c.deadline_to_units(t), ns);
                 assert_eq!(c.now_to_units(t), ns);
-                assert_eq!(c.units_to_instant(ns), t);
+                assert_eq!(c.units_to_instant(ns, o), t);
             }
         }
     }
@@ -120,7 +120,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn saturates_instead_of_overflowing_and_never_fires_past_the_horizon() {
         let c = Clock::new(Duration::from_nanos(1));
-        let far = far_future();
+        let far = far_future(Instant::now());
         assert!(c.deadline_to_units(far) > 0);
         assert!(
             c.deadline_to_units(far) < u64::MAX,
@@ -133,15 +133,16 @@ mod tests {
             c2.deadline_to_units(Instant::now() - Duration::from_millis(5)),
             0
         );
+        let now = Instant::now();
         assert_eq!(
-            c.units_to_instant(u64::MAX),
-            far_future(),
+            c.units_to_instant(u64::MAX, now),
+            far_future(now),
             "saturates at the far future"
         );
         // Past 2^64 ns a deadline saturates to u64::MAX and "now" stops one short of it.
         let beyond = Instant::now() + Duration::from_secs(600 * 365 * 86_400);
         assert_eq!(c.deadline_to_units(beyond), u64::MAX);
         assert_eq!(c.now_to_units(beyond), u64::MAX - 1);
-        assert_eq!(deadline_after(Duration::MAX), far_future());
+        assert_eq!(deadline_after(now, Duration::MAX), far_future(now));
     }
 }

@@ -1,105 +1,201 @@
-//! Loom model tests of the races that matter (run with `RUSTFLAGS="--cfg loom"`).
+//! Model tests of the races that matter, on the crate's real code: the arming protocol
+//! (`Driver::kick`, `Shard::register`, the firing pass, `Driver::shutdown`), the delayed-task
+//! state machine and a shard's reschedule. Only the Tokio sleep is replaced, under loom, by an
+//! alarm that records the time it is set for (`alarm.rs`).
 //!
 //! ```sh
 //! RUSTFLAGS="--cfg loom" cargo test --release --lib loom_
+//! LOOM_MAX_PREEMPTIONS=4 RUSTFLAGS="--cfg loom" cargo test --release --lib loom_
 //! ```
 //!
-//! Each model runs real crate code (the driver signal, the delayed-task state machine, a
-//! shard's registration and the timer's shutdown) under the interleavings loom explores, with
-//! at most three preemptions per execution (loom's recommended bound: bugs that need more are
-//! rare, and the unbounded search of the two-registration model takes minutes).
+//! Under loom each model explores the interleavings with at most `LOOM_MAX_PREEMPTIONS`
+//! preemptions per execution (3 when unset: loom's recommended bound; bugs that need more are
+//! rare, and the unbounded search of the larger models takes minutes). Without `--cfg loom`
+//! each model runs once on real threads, so plain `cargo test` exercises them too.
+//!
+//! The property most models check is the quiescent one: once every thread is done, if any
+//! entry is pending, the alarm is set (and has not fired) no later than the earliest bucket of
+//! any shard, so no registration is ever left waiting without a wakeup. (It may be set
+//! earlier: a registration racing with a pass can leave a time the pass already handled,
+//! which costs one spurious pass.)
 
 use std::sync::atomic::Ordering::SeqCst;
-use std::task::Waker;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::task::noop_waker;
+#[cfg(loom)]
 use loom::thread;
+#[cfg(not(loom))]
+use std::thread;
 
+use super::shard::Shard;
+use super::Driver;
 use crate::delayed_task::Header;
-use crate::driver::clock::Clock;
-use crate::driver::shard::{Common, Shard};
-use crate::driver::signal::Signal;
-use crate::driver::Inner;
 use crate::error::DelayedError;
-use crate::loom::{Arc, AtomicBool, AtomicUsize, Mutex};
+use crate::loom::AtomicUsize;
 
-/// Runs `f` under loom with a bounded number of preemptions.
+/// One hour in wheel time (nanoseconds): far enough that nothing fires during a model.
+const HOUR: u64 = 3_600_000_000_000;
+
+/// Runs `f` under loom (bounded preemptions), or once without loom.
 fn model<F: Fn() + Sync + Send + 'static>(f: F) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(f);
+    #[cfg(loom)]
+    {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(3);
+        }
+        builder.check(f);
+    }
+    #[cfg(not(loom))]
+    f();
 }
 
-/// The driver's side of one pass, as `Driver::pass` does it: unarm, read every shard's head
-/// under its lock, arm for the earliest. Returns the tick it will sleep until.
-fn driver_pass(signal: &Signal, heads: &[Mutex<Option<u64>>]) -> Option<u64> {
-    signal.begin_pass();
-    let next = heads.iter().filter_map(|h| *h.lock().unwrap()).min();
-    signal.commit(next)
+/// A timer's driver and shards, built and started as `Builder::build` does, on a runtime
+/// that is never driven: dropping it at the end of the model drops the sentinel task, which
+/// shuts the timer down before the runtime's time driver goes (the real lifecycle).
+fn timer(
+    shards: usize,
+    max_pending: usize,
+) -> (Arc<Driver>, Box<[Arc<Shard>]>, tokio::runtime::Runtime) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let (driver, shards) = Driver::new(
+        Duration::from_millis(1),
+        64,
+        shards,
+        max_pending,
+        rt.handle().clone(),
+    );
+    driver.start();
+    (driver, shards, rt)
 }
 
-/// A registration that creates a new head races with a driver pass. The driver was armed for
-/// tick 3 (it is in the pass that fires tick 3), so the registration of tick 5 sees an armed
-/// time earlier than its own and would not notify on its own account: the protocol must still
-/// leave the driver sleeping no later than 5, or notified. Then a quiet pass re-arms for the
-/// true next head (not a stale earlier one).
+/// The earliest expiration over `shards`: what the alarm must be set for when all is quiet.
+fn earliest(shards: &[Arc<Shard>]) -> Option<u64> {
+    shards
+        .iter()
+        .filter_map(|s| s.lock().next_expiration())
+        .min()
+}
+
+/// The quiescent property: with anything pending, an unfired alarm no later than its head.
+fn assert_armed_in_time(driver: &Driver, shards: &[Arc<Shard>]) {
+    if let Some(head) = earliest(shards) {
+        let alarm = driver.alarm_set_for();
+        assert!(
+            alarm.is_some_and(|a| a <= head),
+            "lost wakeup: head {head}, alarm {alarm:?}"
+        );
+    }
+}
+
+/// A registration that creates an earlier head races with a pass (Tokio firing the alarm).
+/// Whichever thread ends up running the driver's work, the alarm ends set for the new head.
 #[test]
-fn loom_registration_vs_driver_going_to_sleep() {
+fn loom_registration_vs_pass_arms_for_the_earliest_head() {
     model(|| {
-        let signal = Arc::new(Signal::new());
-        assert_eq!(signal.commit(Some(3)), Some(3));
-        let heads = Arc::new([Mutex::new(None)]);
-
-        let (s, h) = (signal.clone(), heads.clone());
-        let registrar = thread::spawn(move || {
-            *h[0].lock().unwrap() = Some(5);
-            s.on_new_head(5);
-        });
-        let sleep_until = driver_pass(&signal, &heads[..]);
-        registrar.join().unwrap();
-
-        let notified = signal.poll_notified(&noop_waker());
-        assert!(
-            notified || sleep_until.is_some_and(|t| t <= 5),
-            "lost wakeup: driver sleeps until {sleep_until:?} without a notification"
-        );
-        // Tick 5 fires; the next head is 50. A quiet pass arms exactly for it.
-        *heads[0].lock().unwrap() = Some(50);
+        let (driver, shards, _rt) = timer(1, usize::MAX);
+        shards[0].register(2 * HOUR, noop_waker()).unwrap().unwrap();
         assert_eq!(
-            driver_pass(&signal, &heads[..]),
-            Some(50),
-            "re-armed for the real head"
+            driver.alarm_set_for(),
+            earliest(&shards),
+            "armed for the first entry"
         );
-        assert!(
-            !signal.on_new_head(60),
-            "a later head does not wake the driver"
-        );
-        assert!(signal.on_new_head(40), "an earlier head does");
+
+        let shard = shards[0].clone();
+        let registrar = thread::spawn(move || shard.register(HOUR, noop_waker()).unwrap());
+        driver.fire_alarm();
+        let key = registrar
+            .join()
+            .unwrap()
+            .expect("an hour away is ahead of the wheel");
+
+        assert!(shards[0].contains(key));
+        assert!(earliest(&shards).is_some_and(|h| h <= HOUR));
+        assert_armed_in_time(&driver, &shards);
     });
 }
 
-/// Two registrations into two shards race with a pass; the driver ends up armed no later
-/// than the earliest head, or notified.
+/// Found by the multi-thread stress test: a registration racing with the pass that fires its
+/// entry leaves the driver armed for a time the pass handled, the time the alarm had just
+/// fired for. Re-arming for it must set the Tokio sleep again (it fired), not skip it as
+/// already set, or the entries left pending wait forever.
+#[test]
+fn loom_registration_racing_the_pass_that_fires_it_rearms_a_fired_alarm() {
+    model(|| {
+        let (driver, shards, _rt) = timer(2, usize::MAX);
+        shards[0].register(2 * HOUR, noop_waker()).unwrap().unwrap();
+        // Due at once (1 ns after the origin): the alarm is set for it.
+        shards[0].register(1, noop_waker()).unwrap().unwrap();
+        assert_eq!(driver.alarm_set_for(), Some(1));
+
+        let shard = shards[1].clone();
+        let registrar = thread::spawn(move || {
+            shard.register(1, noop_waker()).unwrap();
+        });
+        driver.fire_alarm();
+        registrar.join().unwrap();
+        assert_armed_in_time(&driver, &shards);
+    });
+}
+
+/// Two registrations into two shards race with a pass; the alarm ends set for the earlier.
 #[test]
 fn loom_two_registrations_vs_pass() {
     model(|| {
-        let signal = Arc::new(Signal::new());
-        let heads: Arc<[Mutex<Option<u64>>; 2]> = Arc::new([Mutex::new(None), Mutex::new(None)]);
+        let (driver, shards, _rt) = timer(2, usize::MAX);
         let mut threads = Vec::new();
-        for (i, t) in [(0usize, 30u64), (1, 20)] {
-            let (s, h) = (signal.clone(), heads.clone());
+        for (i, at) in [(0usize, 3 * HOUR), (1, HOUR)] {
+            let shard = shards[i].clone();
             threads.push(thread::spawn(move || {
-                *h[i].lock().unwrap() = Some(t);
-                s.on_new_head(t);
+                shard.register(at, noop_waker()).unwrap();
             }));
         }
-        let sleep_until = driver_pass(&signal, &heads[..]);
+        driver.fire_alarm();
         for t in threads {
             t.join().unwrap();
         }
-        let notified = signal.poll_notified(&noop_waker());
-        assert!(notified || sleep_until.is_some_and(|t| t <= 20));
+        assert_armed_in_time(&driver, &shards);
+    });
+}
+
+/// The alarm's wake (a pass) racing with a cancellation that empties the wheel: once quiet,
+/// nothing is armed (idle means no wakeup), or the alarm names the live head.
+#[test]
+fn loom_cancel_vs_pass_leaves_no_stale_alarm() {
+    model(|| {
+        let (driver, shards, _rt) = timer(1, usize::MAX);
+        let key = shards[0].register(HOUR, noop_waker()).unwrap().unwrap();
+        let shard = shards[0].clone();
+        let canceller = thread::spawn(move || shard.cancel(key).is_some());
+        driver.fire_alarm();
+        assert!(canceller.join().unwrap());
+        // A last pass (the alarm firing for the emptied bucket) settles it.
+        driver.fire_alarm();
+        assert_eq!(driver.alarm_set_for(), None, "armed with nothing pending");
+    });
+}
+
+/// Re-arming (a registration of an earlier head) racing with shutdown: the alarm ends
+/// disarmed, nothing is left pending, every slot is given back, and later registrations are
+/// refused.
+#[test]
+fn loom_rearm_vs_shutdown() {
+    model(|| {
+        let (driver, shards, _rt) = timer(1, 2);
+        let shard = shards[0].clone();
+        let registrar = thread::spawn(move || shard.register(HOUR, noop_waker()).is_ok());
+        driver.shutdown();
+        let _registered = registrar.join().unwrap();
+
+        assert_eq!(driver.alarm_set_for(), None, "armed after shutdown");
+        assert_eq!(shards[0].len(), 0, "nothing left behind");
+        assert_eq!(driver.reserved(), 0, "slot given back");
+        assert!(shards[0].register(HOUR, noop_waker()).is_err());
     });
 }
 
@@ -140,116 +236,49 @@ fn loom_cancel_vs_fire_exactly_once() {
     });
 }
 
-fn model_timer() -> (Arc<Inner>, tokio::runtime::Runtime) {
-    // A runtime only to have a Handle; nothing is spawned on it inside the model.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime");
-    let common = Arc::new(Common {
-        clock: Clock::new(Duration::from_millis(1)),
-        signal: Signal::new(),
-        shutdown: AtomicBool::new(false),
-        detached: AtomicBool::new(false),
-        max_pending: 1,
-        reserved: AtomicUsize::new(0),
-        runtime: rt.handle().clone(),
-        wakeups: std::sync::atomic::AtomicU64::new(0),
-    });
-    let shard = Arc::new(Shard::new(64, common.clone()));
-    (
-        Arc::new(Inner {
-            shards: vec![shard].into_boxed_slice(),
-            common,
-        }),
-        rt,
-    )
-}
-
 /// Registration racing with shutdown: the entry is either refused or drained by shutdown,
 /// never left behind, and the slot it reserved is given back either way.
 #[test]
 fn loom_register_vs_shutdown() {
-    let waker: Waker = noop_waker();
-    model(move || {
-        let (inner, _rt) = model_timer();
-        let i = inner.clone();
-        let w = waker.clone();
-        let registrar =
-            thread::spawn(move || i.shards[0].register(50, w).is_ok_and(|k| k.is_some()));
-        inner.shutdown();
+    model(|| {
+        let (driver, shards, _rt) = timer(1, 1);
+        let shard = shards[0].clone();
+        let registrar = thread::spawn(move || {
+            shard
+                .register(HOUR, noop_waker())
+                .is_ok_and(|k| k.is_some())
+        });
+        driver.shutdown();
         let registered = registrar.join().unwrap();
 
         assert_eq!(
-            inner.pending(),
+            shards[0].len(),
             0,
             "nothing left behind (registered: {registered})"
         );
-        assert_eq!(inner.common.reserved.load(SeqCst), 0, "slot given back");
-        // After shutdown, registration is refused.
-        assert!(inner.shards[0].register(60, noop_waker()).is_err());
+        assert_eq!(driver.reserved(), 0, "slot given back");
     });
 }
 
-/// Rescheduling a timer earlier races with the driver firing what is due: the entry fires
-/// exactly once, and only if its deadline (old or new) had been reached.
+/// Rescheduling a timer earlier races with the shard's step of a pass: the entry fires
+/// exactly once, and only once its deadline (old or new) has been reached.
 #[test]
 fn loom_reset_vs_fire() {
     model(|| {
-        let (inner, _rt) = model_timer();
-        let shard = inner.shards[0].clone();
+        let (_driver, shards, _rt) = timer(1, usize::MAX);
+        let shard = shards[0].clone();
         let key = shard.register(50, noop_waker()).unwrap().unwrap();
 
         let s = shard.clone();
         let resetter = thread::spawn(move || s.reschedule(key, 10));
-        // The driver fires what is due at tick 10.
-        let fired_by_driver = shard.lock().poll(10).is_some();
+        let mut wakers = Vec::new();
+        let fired_by_pass = shard.fire_due(10, &mut wakers).entries == 1;
         let rescheduled = resetter.join().unwrap();
 
-        if fired_by_driver {
-            assert!(rescheduled, "only the earlier deadline is due at tick 10");
+        if fired_by_pass {
+            assert!(rescheduled, "only the earlier deadline is due at 10");
         }
-        // Whatever the order, a later pass at 10 finds nothing left to fire twice, and at
-        // 50 everything has fired exactly once.
-        let fired_later = shard.lock().poll(50).is_some();
-        assert!(fired_by_driver ^ fired_later, "fires exactly once");
-    });
-}
-
-/// A registration racing with a driver pass over its shard: the entry is fired by this pass
-/// (it was due), or it is still pending and the driver either sleeps no later than its tick or
-/// has been notified. Runs the real `Shard::register` and the driver's pass order.
-#[test]
-fn loom_register_vs_fire() {
-    model(|| {
-        let (inner, _rt) = model_timer();
-        let shard = inner.shards[0].clone();
-        // The driver is armed for tick 3 and passes at tick 3 while tick 5 is registered.
-        assert_eq!(inner.common.signal.commit(Some(3)), Some(3));
-
-        let s = shard.clone();
-        let registrar = thread::spawn(move || s.register(5, noop_waker()).unwrap());
-
-        inner.common.signal.begin_pass();
-        let (fired, next) = {
-            let mut wheel = shard.lock();
-            let fired = wheel.poll(3).is_some();
-            (fired, wheel.next_expiration())
-        };
-        let sleep_until = inner.common.signal.commit(next);
-        let key = registrar
-            .join()
-            .unwrap()
-            .expect("tick 5 is ahead of the wheel");
-
-        assert!(!fired, "nothing is due at tick 3");
-        assert!(shard.contains(key), "still pending");
-        let notified = inner.common.signal.poll_notified(&noop_waker());
-        assert!(
-            notified || sleep_until.is_some_and(|t| t <= 5),
-            "registered entry missed: driver sleeps until {sleep_until:?}"
-        );
-        // The next pass at tick 5 fires it, exactly once.
-        assert!(shard.lock().poll(5).is_some());
-        assert!(shard.lock().poll(5).is_none());
+        let fired_later = shard.fire_due(50, &mut wakers).entries == 1;
+        assert!(fired_by_pass ^ fired_later, "fires exactly once");
     });
 }

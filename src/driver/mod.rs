@@ -1,267 +1,354 @@
-//! The driver: one Tokio task per timer that sleeps until the earliest bucket of any shard,
-//! fires what is due and goes back to sleep. With nothing pending it waits on a notification
-//! only, so an idle timer costs no wakeups.
+//! The driver: the runtime glue that fires a timer's wheels on time, from inside Tokio's own
+//! timer processing rather than from a task.
 //!
-//! Each pass locks one shard at a time, takes at most [`BATCH`] due entries, releases the lock
-//! and only then wakes them (collect under the lock, wake after it, as async-io does), so a
-//! waker never runs under a lock and a registration never waits for a whole flush. A waker that
-//! panics is caught and logged: it cannot take the driver down.
+//! A timer owns one Tokio sleep, the [alarm](alarm::Alarm), set for the earliest bucket of any
+//! of its shards and polled with the driver's own waker. Tokio fires it where it fires its own
+//! timers: in a worker's park or maintenance (every 61 polls on a busy worker), or in the
+//! current-thread scheduler's equivalent. The wake runs the firing pass right there: it locks
+//! one shard at a time, takes a bounded batch of due entries, releases the lock and wakes them
+//! (collect under the lock, wake after it, as async-io does), then sets the alarm for the next
+//! earliest bucket. No task is scheduled on the way, so a saturated runtime delays our timers
+//! exactly as much as Tokio's own, and a blocked worker holds up only its own tasks. (A driver
+//! task, woken like any other, waited behind every runnable task, twice: once itself, then
+//! again for each task it woke.)
+//!
+//! Registrations arm the alarm earlier when they create an earlier bucket; whoever needs work
+//! done (Tokio's wake, a registration, shutdown) asks through the [arming protocol](arm), which
+//! elects one runner at a time, so passes never run concurrently or re-enter. Idle, the alarm
+//! is dropped: no wakeups. Because the alarm is a Tokio timer, paused time and auto-advance
+//! drive the wheel deterministically.
+//!
+//! Lifetime: the driver lives while a [`Timer`](crate::Timer) handle, a future, or a pending
+//! delayed task refers to one of its shards. A sentinel task parked on the runtime shuts the
+//! timer down when the runtime drops it, before Tokio's time driver goes: every pending future
+//! resolves.
 
-use std::future::Future;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::Pin;
-use std::sync::atomic::Ordering::SeqCst;
-use std::task::{Context, Poll, Waker};
-use std::time::Duration;
-
-use tokio::time::Instant;
-
-use crate::loom::Arc;
-use crate::wheel::Step;
-
+pub(crate) mod alarm;
+pub(crate) mod arm;
 pub(crate) mod clock;
-#[cfg(all(test, loom))]
+#[cfg(test)]
 mod loom_tests;
 pub(crate) mod registry;
+mod sentinel;
 pub(crate) mod shard;
-pub(crate) mod signal;
 
-use self::shard::{this_thread_shard, Common, Shard};
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::{AcqRel, Relaxed, SeqCst};
+use std::sync::{Arc, OnceLock, Weak};
+use std::task::{Wake, Waker};
+use std::time::Duration;
 
-/// The state behind every handle of one timer: its shards and what they share.
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub(crate) shards: Box<[Arc<Shard>]>,
-    pub(crate) common: Arc<Common>,
-}
+use tokio::runtime::Handle;
+use tokio::time::Instant;
 
-impl Inner {
-    /// The shard the calling thread registers into.
-    pub(crate) fn shard(&self) -> &Arc<Shard> {
-        &self.shards[this_thread_shard(self.shards.len())]
-    }
+use self::alarm::Alarm;
+use self::arm::{Arm, PASS, REARM};
+use self::clock::Clock;
+use self::shard::Shard;
+use crate::error::TimerError;
+use crate::loom::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 
-    /// Shuts the timer down: refuses new registrations, then removes every pending entry and
-    /// wakes it (sleeps and timeouts resolve; delayed tasks resolve with the shutdown error).
-    pub(crate) fn shutdown(&self) {
-        if self
-            .common
-            .shutdown
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
-        {
-            return;
-        }
-        let mut drained = 0;
-        for shard in self.shards.iter() {
-            let mut wakers = {
-                let mut wheel = shard.lock();
-                let w = wheel.drain_all();
-                wheel.shrink_to_fit();
-                w
-            };
-            drained += wakers.len();
-            self.common.release(wakers.len());
-            wake_all(&mut wakers);
-        }
-        tracing::debug!(drained, "timer shut down");
-        self.common.signal.notify();
-    }
-
-    /// No handle, no future and no entry refers to this timer any more.
-    pub(crate) fn is_unused(&self) -> bool {
-        self.common
-            .detached
-            .load(std::sync::atomic::Ordering::SeqCst)
-            && self
-                .shards
-                .iter()
-                .all(|s| Arc::strong_count(s) == 1 && s.len() == 0)
-    }
-
-    pub(crate) fn pending(&self) -> usize {
-        self.shards.iter().map(|s| s.len()).sum()
-    }
-}
-
-/// Units of work (entries handed out or cascaded, heap items popped) per shard lock hold.
-const BATCH: usize = 1024;
-
-/// How often a driver whose handles are all gone re-checks whether its futures are too.
-const DETACHED_RECHECK: Duration = Duration::from_secs(1);
-
-/// The driver task's future.
+/// The shared state of one timer: its clock, the alarm, the arming protocol, the shutdown
+/// flag, the `max_pending` accounting, and (weakly) its shards.
 pub(crate) struct Driver {
-    inner: Arc<Inner>,
-    sleep: Pin<Box<tokio::time::Sleep>>,
-    /// The wheel time `sleep` is set for, if armed.
-    sleeping_until: Option<u64>,
-    /// `sleep` completed: make a pass even if the wheel's time has not reached
-    /// `sleeping_until` (a deadline past the far-future cap, or an early wake), so the sleep
-    /// is always re-armed and never polled again once ready.
-    sleep_fired: bool,
-    wakers: Vec<Waker>,
-    /// Whether the driver finished normally (shutdown or detach), so drop has nothing to do.
-    done: bool,
+    pub(crate) clock: Clock,
+    arm: Arm,
+    alarm: Mutex<Alarm>,
+    /// Wakes this driver (through a weak reference): the waker the alarm is polled with.
+    waker: Waker,
+    /// Weak, so the shards (held by handles, futures and pending delayed tasks) keep the
+    /// driver alive and not the other way round.
+    shards: OnceLock<Box<[Weak<Shard>]>>,
+    shutdown: AtomicBool,
+    /// The wheel time when the timer shut down: a future whose deadline is at or before it
+    /// elapsed; one whose deadline is later was cut short by the shutdown.
+    shutdown_at: AtomicU64,
+    /// `usize::MAX` means unlimited (and `reserved` is never touched).
+    max_pending: usize,
+    reserved: AtomicUsize,
+    /// The runtime whose time driver fires the alarm and onto which delayed tasks spawn.
+    pub(crate) runtime: Handle,
+    /// Firing passes, for [`TimerMetrics`](crate::TimerMetrics).
+    passes: std::sync::atomic::AtomicU64,
+    /// Dropped with the driver, or at shutdown: lets the sentinel task end.
+    sentinel: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
 
-impl std::fmt::Debug for Driver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Driver")
-            .field("sleeping_until", &self.sleeping_until)
+            .field("tick", &self.clock.tick())
+            .field("shutdown", &self.is_shutdown())
             .finish_non_exhaustive()
     }
 }
 
-impl Driver {
-    pub(crate) fn new(inner: Arc<Inner>) -> Driver {
-        Driver {
-            inner,
-            sleep: Box::pin(tokio::time::sleep_until(crate::driver::clock::far_future())),
-            sleeping_until: None,
-            sleep_fired: false,
-            wakers: Vec::new(),
-            done: false,
-        }
+/// The driver's waker: Tokio fired the alarm.
+struct AlarmWaker(Weak<Driver>);
+
+impl Wake for AlarmWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
     }
 
-    /// Fires everything due at `now` in every shard; returns the earliest pending expiration.
-    fn pass(&mut self, now: u64) -> Option<u64> {
-        let common = &self.inner.common;
-        common
-            .wakeups
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        common.signal.begin_pass();
-        let mut next: Option<u64> = None;
-        let mut fired = 0usize;
-        let mut cascades = 0u64;
-        for shard in self.inner.shards.iter() {
-            loop {
-                let mut wheel = shard.lock();
-                let cascades_before = wheel.stats().cascades;
-                // Bounds the work done under the lock: due entries handed out, entries
-                // cascaded, heap items popped.
-                let mut budget = BATCH;
-                let mut slots = 0;
-                let more = loop {
-                    match wheel.poll_within(now, &mut budget) {
-                        Step::Fired(e) => {
-                            slots += usize::from(!e.parked);
-                            self.wakers.push(e.value);
-                        }
-                        Step::Done => break false,
-                        Step::Yield => break true,
-                    }
-                };
-                cascades += wheel.stats().cascades - cascades_before;
-                if !more {
-                    if let Some(h) = wheel.next_expiration() {
-                        next = Some(next.map_or(h, |n| n.min(h)));
-                    }
-                    #[cfg(debug_assertions)]
-                    if wheel.len() <= 4096 {
-                        wheel.assert_invariants();
-                    }
-                }
-                drop(wheel);
-                fired += self.wakers.len();
-                // A parked (persistent) entry keeps its slot.
-                common.release(slots);
-                wake_all(&mut self.wakers);
-                if !more {
-                    break;
-                }
-            }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(driver) = self.0.upgrade() {
+            driver.kick(PASS);
         }
-        if fired > 0 || cascades > 0 {
-            tracing::trace!(fired, cascades, now, "timer driver pass");
-        }
-        common.signal.commit(next)
     }
 }
 
-/// Wakes and drops every waker, containing panics.
+/// Units of work (entries handed out or cascaded, heap items popped) per shard lock hold.
+pub(crate) const BATCH: usize = 1024;
+
+/// What [`Shard::fire_due`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Fired {
+    pub(crate) entries: usize,
+    pub(crate) cascades: u64,
+    /// The shard's next expiration after the pass.
+    pub(crate) next: Option<u64>,
+}
+
+impl Driver {
+    /// A driver and its shards, not started: no sentinel task yet (see
+    /// [`start`](Self::start)), the alarm unarmed.
+    pub(crate) fn new(
+        tick: Duration,
+        wheel_size: usize,
+        shards: usize,
+        max_pending: usize,
+        runtime: Handle,
+    ) -> (Arc<Driver>, Box<[Arc<Shard>]>) {
+        let clock = {
+            let _guard = runtime.enter(); // the origin on the runtime's clock
+            Clock::new(tick)
+        };
+        let driver = Arc::new_cyclic(|weak| Driver {
+            clock,
+            arm: Arm::new(),
+            alarm: Mutex::new(Alarm::default()),
+            waker: Waker::from(Arc::new(AlarmWaker(weak.clone()))),
+            shards: OnceLock::new(),
+            shutdown: AtomicBool::new(false),
+            shutdown_at: AtomicU64::new(u64::MAX),
+            max_pending,
+            reserved: AtomicUsize::new(0),
+            runtime,
+            passes: std::sync::atomic::AtomicU64::new(0),
+            sentinel: std::sync::Mutex::new(None),
+        });
+        let shards: Box<[Arc<Shard>]> = (0..shards)
+            .map(|_| Arc::new(Shard::new(wheel_size, driver.clone())))
+            .collect();
+        let weak = shards.iter().map(Arc::downgrade).collect();
+        driver
+            .shards
+            .set(weak)
+            .unwrap_or_else(|_| unreachable!("set once, here"));
+        (driver, shards)
+    }
+
+    /// Spawns the sentinel task that shuts the timer down with its runtime.
+    pub(crate) fn start(self: &Arc<Self>) {
+        sentinel::spawn(self);
+    }
+
+    /// The current instant on the clock of the timer's runtime: on a thread outside any
+    /// runtime (a plain thread polling a `Sleep` with `block_on`), Tokio's `Instant::now()`
+    /// would read the system clock even while the runtime's clock is paused, so the timer's
+    /// runtime is entered for the read.
+    pub(crate) fn now(&self) -> Instant {
+        if tokio::task::try_id().is_some() || Handle::try_current().is_ok() {
+            Instant::now()
+        } else {
+            let _guard = self.runtime.enter();
+            Instant::now()
+        }
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(SeqCst)
+    }
+
+    /// After shutdown: whether a deadline at wheel time `units` had been reached when the
+    /// timer shut down (so a future drained by the shutdown had in fact elapsed).
+    pub(crate) fn elapsed_before_shutdown(&self, units: u64) -> bool {
+        units <= self.shutdown_at.load(SeqCst)
+    }
+
+    pub(crate) fn passes(&self) -> u64 {
+        self.passes.load(Relaxed)
+    }
+
+    /// Takes a `max_pending` slot for a new registration.
+    pub(crate) fn reserve(&self) -> Result<(), TimerError> {
+        if self.max_pending == usize::MAX {
+            return Ok(());
+        }
+        if self.reserved.fetch_add(1, AcqRel) >= self.max_pending {
+            self.reserved.fetch_sub(1, AcqRel);
+            tracing::debug!(
+                max_pending = self.max_pending,
+                "timer full: registration rejected"
+            );
+            return Err(TimerError::Full {
+                max_pending: self.max_pending,
+            });
+        }
+        Ok(())
+    }
+
+    /// Gives back `n` slots taken by [`reserve`](Self::reserve).
+    pub(crate) fn release(&self, n: usize) {
+        if self.max_pending != usize::MAX && n > 0 {
+            self.reserved.fetch_sub(n, AcqRel);
+        }
+    }
+
+    /// Whether the timer has a `max_pending` limit.
+    pub(crate) fn is_bounded(&self) -> bool {
+        self.max_pending != usize::MAX
+    }
+
+    #[cfg(test)]
+    pub(crate) fn reserved(&self) -> usize {
+        self.reserved.load(SeqCst)
+    }
+
+    /// A registration just made `head` its shard's earliest expiration: if the alarm is set
+    /// later than that (or not at all), re-arm it.
+    pub(crate) fn on_new_head(&self, head: u64) {
+        if self.arm.lower(head) {
+            self.kick(REARM);
+        }
+    }
+
+    /// Asks for `work`; if no other thread is the runner, does it (and whatever else is asked
+    /// meanwhile) on this thread.
+    pub(crate) fn kick(&self, work: u8) {
+        if !self.arm.request(work) {
+            return; // the runner will see it
+        }
+        while let Some(work) = self.arm.next_work() {
+            if self.is_shutdown() {
+                continue; // shutdown disarmed the alarm; nothing is left to fire
+            }
+            if work & PASS != 0 {
+                self.pass();
+            }
+            self.rearm();
+        }
+    }
+
+    /// Sets the alarm for the armed time. Runner only.
+    fn rearm(&self) {
+        let at = self.arm.armed();
+        let instant = if at == u64::MAX {
+            Instant::now() // unused
+        } else {
+            self.clock.units_to_instant(at, self.now())
+        };
+        let mut alarm = lock(&self.alarm);
+        // Checked under the alarm's lock: shutdown disarms under it, and after that the Tokio
+        // sleep (whose runtime may be shutting down) must not be touched again.
+        if self.is_shutdown() {
+            return;
+        }
+        let due = alarm.set(at, instant, &self.waker, &self.runtime);
+        drop(alarm);
+        if due {
+            self.arm.add(PASS);
+        }
+    }
+
+    /// Fires everything due now in every shard, then publishes the earliest expiration left.
+    /// Runner only.
+    fn pass(&self) {
+        let now = self.clock.now_to_units(self.now());
+        self.passes.fetch_add(1, Relaxed);
+        self.arm.begin_pass();
+        let mut next: Option<u64> = None;
+        let mut total = Fired::default();
+        let mut wakers = Vec::new();
+        for shard in self.shards() {
+            let fired = shard.fire_due(now, &mut wakers);
+            total.entries += fired.entries;
+            total.cascades += fired.cascades;
+            if let Some(h) = fired.next {
+                next = Some(next.map_or(h, |n| n.min(h)));
+            }
+        }
+        if total.entries > 0 || total.cascades > 0 {
+            tracing::trace!(
+                fired = total.entries,
+                cascades = total.cascades,
+                now,
+                "timer pass"
+            );
+        }
+        self.arm.commit(next);
+    }
+
+    /// The shards that still exist (a shard nothing refers to holds no entry).
+    fn shards(&self) -> impl Iterator<Item = Arc<Shard>> + '_ {
+        self.shards
+            .get()
+            .into_iter()
+            .flatten()
+            .filter_map(Weak::upgrade)
+    }
+
+    /// Shuts the timer down: refuses new registrations, disarms the alarm, then removes every
+    /// pending entry and wakes it (sleeps and timeouts resolve; delayed tasks resolve with the
+    /// shutdown error), and lets the sentinel task end. Idempotent.
+    pub(crate) fn shutdown(&self) {
+        let now = self.clock.now_to_units(self.now());
+        self.shutdown_at.fetch_min(now, SeqCst);
+        if self.shutdown.swap(true, SeqCst) {
+            return;
+        }
+        // Waits for a runner that is setting the alarm; later ones see the flag under the lock.
+        lock(&self.alarm).disarm();
+        let mut drained = 0;
+        for shard in self.shards() {
+            let mut wakers = shard.drain();
+            drained += wakers.len();
+            self.release(wakers.len());
+            wake_all(&mut wakers);
+        }
+        drop(
+            self.sentinel
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take(),
+        );
+        tracing::debug!(drained, "timer shut down");
+    }
+
+    /// The wheel time the alarm is set for, if it is set and has not fired.
+    #[cfg(test)]
+    pub(crate) fn alarm_set_for(&self) -> Option<u64> {
+        lock(&self.alarm).set_for()
+    }
+
+    /// Plays Tokio firing the alarm: under loom the fake alarm records it; either way the
+    /// driver's wake runs.
+    #[cfg(test)]
+    pub(crate) fn fire_alarm(&self) {
+        #[cfg(loom)]
+        lock(&self.alarm).fire();
+        self.kick(PASS);
+    }
+}
+
+/// Wakes and drops every waker, containing panics (user code must not take the pass down,
+/// nor unwind into Tokio's driver, which runs it).
 pub(crate) fn wake_all(wakers: &mut Vec<Waker>) {
     for w in wakers.drain(..) {
         if catch_unwind(AssertUnwindSafe(|| w.wake())).is_err() {
-            tracing::error!("a waker panicked while the timer fired it; the driver carries on");
-        }
-    }
-}
-
-impl Future for Driver {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
-        loop {
-            let notified = this.inner.common.signal.poll_notified(cx.waker());
-            if this.inner.common.is_shutdown() {
-                this.done = true;
-                return Poll::Ready(());
-            }
-            if this.inner.is_unused() {
-                tracing::debug!("every timer handle and future is gone: driver exits");
-                this.inner.shutdown();
-                this.done = true;
-                return Poll::Ready(());
-            }
-            let clock = &this.inner.common.clock;
-            let now = clock.now_to_units(Instant::now());
-            let due = this.sleeping_until.is_some_and(|t| t <= now);
-            if notified || due || this.sleep_fired || this.sleeping_until.is_none() {
-                tracing::trace!(now, notified, "timer driver wakes");
-                this.sleep_fired = false;
-                this.sleeping_until = this.pass(now);
-                // The pass may have fired the last thing keeping an unused timer alive (a
-                // fire-and-forget delayed task): nothing else would wake us to notice.
-                if this.inner.is_unused() {
-                    this.inner.shutdown();
-                    this.done = true;
-                    return Poll::Ready(());
-                }
-                if this.inner.common.detached.load(SeqCst) {
-                    // Every handle is gone but futures remain: look again within a second
-                    // even without a notification, in case the last one was dropped just
-                    // as the handles went (its notification can race with our check).
-                    let recheck = this
-                        .inner
-                        .common
-                        .clock
-                        .deadline_to_units(Instant::now() + DETACHED_RECHECK);
-                    this.sleeping_until =
-                        Some(this.sleeping_until.map_or(recheck, |t| t.min(recheck)));
-                }
-                if let Some(t) = this.sleeping_until {
-                    let at = this.inner.common.clock.units_to_instant(t);
-                    this.sleep.as_mut().reset(at);
-                }
-            }
-            match this.sleeping_until {
-                // Unarmed: only a notification can wake us (registered above).
-                None => {
-                    if this.inner.common.signal.poll_notified(cx.waker()) {
-                        continue;
-                    }
-                    return Poll::Pending;
-                }
-                Some(_) => {
-                    if this.sleep.as_mut().poll(cx).is_ready() {
-                        this.sleep_fired = true;
-                        continue;
-                    }
-                    return Poll::Pending;
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        if !self.done {
-            // The runtime is shutting down (or the driver task was aborted): resolve everything.
-            tracing::debug!("timer driver dropped: shutting the timer down");
-            self.inner.shutdown();
+            tracing::error!("a waker panicked while the timer fired it; the timer carries on");
         }
     }
 }

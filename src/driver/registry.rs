@@ -2,13 +2,12 @@
 //! this thread's shard of it, so the free functions cost no global lock.
 
 use std::cell::RefCell;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio::runtime::{Handle, Id};
 
 use crate::builder::Builder;
 use crate::driver::shard::Shard;
-use crate::loom::Arc;
 use crate::timer::Timer;
 
 /// Default timers by runtime. Entries of shut-down timers are purged on the next miss.
@@ -41,14 +40,14 @@ pub(crate) fn current_shard() -> Arc<Shard> {
     };
     let id = handle.id();
     let cached = CACHE.with(|c| match &*c.borrow() {
-        Some((cid, shard)) if *cid == id && !shard.common.is_shutdown() => Some(shard.clone()),
+        Some((cid, shard)) if *cid == id && !shard.driver.is_shutdown() => Some(shard.clone()),
         _ => None,
     });
     if let Some(shard) = cached {
         return shard;
     }
     let timer = current_timer(handle);
-    let shard = timer.inner().shard().clone();
+    let shard = timer.shard().clone();
     CACHE.with(|c| *c.borrow_mut() = Some((id, shard.clone())));
     shard
 }

@@ -2,92 +2,40 @@
 //! so registrations and cancellations on different workers do not contend.
 
 use std::cell::Cell;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, SeqCst};
+use std::fmt;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
 use std::task::Waker;
 
-use crate::driver::clock::Clock;
-use crate::driver::signal::Signal;
+use super::{wake_all, Driver, Fired, BATCH};
 use crate::error::TimerError;
-use crate::loom::{lock, Arc, AtomicBool, AtomicUsize, Mutex, MutexGuard};
-use crate::wheel::{Key, Wheel};
+use crate::loom::{lock, Mutex, MutexGuard};
+use crate::wheel::{Key, Step, Wheel};
 
-/// State shared by a timer's shards and its driver.
-#[derive(Debug)]
-pub(crate) struct Common {
-    pub(crate) clock: Clock,
-    pub(crate) signal: Signal,
-    pub(crate) shutdown: AtomicBool,
-    /// Set once every `Timer` handle is gone; futures then notify the driver when dropped so
-    /// it can exit once the last one is.
-    pub(crate) detached: AtomicBool,
-    /// `usize::MAX` means unlimited (and `reserved` is never touched).
-    pub(crate) max_pending: usize,
-    pub(crate) reserved: AtomicUsize,
-    pub(crate) runtime: tokio::runtime::Handle,
-    /// Driver passes, for [`TimerMetrics`](crate::TimerMetrics).
-    pub(crate) wakeups: std::sync::atomic::AtomicU64,
-}
-
-impl Common {
-    pub(crate) fn is_shutdown(&self) -> bool {
-        self.shutdown.load(Acquire)
-    }
-
-    fn reserve(&self) -> Result<(), TimerError> {
-        if self.max_pending == usize::MAX {
-            return Ok(());
-        }
-        if self.reserved.fetch_add(1, AcqRel) >= self.max_pending {
-            self.reserved.fetch_sub(1, AcqRel);
-            tracing::debug!(
-                max_pending = self.max_pending,
-                "timer full: registration rejected"
-            );
-            return Err(TimerError::Full {
-                max_pending: self.max_pending,
-            });
-        }
-        Ok(())
-    }
-
-    /// Gives back `n` slots taken by [`reserve`](Self::reserve).
-    pub(crate) fn release(&self, n: usize) {
-        if self.max_pending != usize::MAX && n > 0 {
-            self.reserved.fetch_sub(n, AcqRel);
-        }
-    }
-
-    /// Drops a future's reference to its shard; once every `Timer` handle is gone, wakes the
-    /// driver *after* the reference is released, so it sees the shard unused and can exit.
-    /// (If the handles go just after the check, the driver's once-a-second re-check while
-    /// detached notices instead.)
-    pub(crate) fn release_shard(shard: Arc<Shard>) {
-        if shard.common.detached.load(SeqCst) {
-            let common = shard.common.clone();
-            drop(shard);
-            common.signal.notify();
-        }
-    }
-}
-
-/// A wheel of wakers behind a lock.
+/// A wheel of wakers behind a lock, and the driver that fires it.
 ///
 /// Aligned to 128 bytes (two cache lines, as the adjacent-line prefetcher pairs them) so that
 /// shards used by different threads never share a line: without it, one shard's wheel
 /// fields, written on every registration, could sit next to the reference count and lock of the
 /// shard another worker uses (measured: ~20% of the multi-task rpc-timeout profile).
-#[derive(Debug)]
 #[repr(align(128))]
 pub(crate) struct Shard {
     wheel: Mutex<Wheel<Waker>>,
-    pub(crate) common: Arc<Common>,
+    pub(crate) driver: Arc<Driver>,
+}
+
+impl fmt::Debug for Shard {
+    /// Bounded and lock-free: never the wheel's contents.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shard").finish_non_exhaustive()
+    }
 }
 
 impl Shard {
-    pub(crate) fn new(wheel_size: usize, common: Arc<Common>) -> Shard {
+    pub(crate) fn new(wheel_size: usize, driver: Arc<Driver>) -> Shard {
         Shard {
-            wheel: Mutex::new(Wheel::with_tick(wheel_size, common.clock.tick_units())),
-            common,
+            wheel: Mutex::new(Wheel::with_tick(wheel_size, driver.clock.tick_units())),
+            driver,
         }
     }
 
@@ -95,9 +43,9 @@ impl Shard {
         lock(&self.wheel)
     }
 
-    /// Files `waker` to be woken at `deadline` (wheel time); wakes the driver if this created the
-    /// shard's earliest bucket and the driver would otherwise sleep past it. `Ok(None)` when
-    /// the wheel's time has already reached `deadline` (nothing is filed; it is due now).
+    /// Files `waker` to be woken at `deadline` (wheel time); arms the driver earlier if this
+    /// created the shard's earliest bucket. `Ok(None)` when the wheel's time has already
+    /// reached `deadline` (nothing is filed; it is due now).
     pub(crate) fn register(&self, deadline: u64, waker: Waker) -> Result<Option<Key>, TimerError> {
         self.register_entry(deadline, waker, false)
     }
@@ -125,18 +73,18 @@ impl Shard {
         waker: Waker,
         persistent: bool,
     ) -> Result<Option<Key>, TimerError> {
-        self.common.reserve()?;
+        self.driver.reserve()?;
         let mut wheel = self.lock();
         if deadline <= wheel.now() && !persistent {
             drop(wheel);
-            self.common.release(1);
+            self.driver.release(1);
             return Ok(None);
         }
         // Checked under the lock: shutdown sets the flag, then drains each shard under its
         // lock, so an entry is either refused here or drained there.
-        if self.common.is_shutdown() {
+        if self.driver.is_shutdown() {
             drop(wheel);
-            self.common.release(1);
+            self.driver.release(1);
             return Err(TimerError::Shutdown);
         }
         let inserted = if persistent {
@@ -148,7 +96,7 @@ impl Shard {
             Ok(key) => key,
             Err(_) => {
                 drop(wheel);
-                self.common.release(1);
+                self.driver.release(1);
                 return Err(TimerError::Full {
                     max_pending: u32::MAX as usize - 1,
                 });
@@ -158,11 +106,12 @@ impl Shard {
         Ok(Some(key))
     }
 
-    /// Removes a pending entry; `None` if it already fired (or was drained by shutdown).
+    /// Removes a pending entry; `None` if it already fired (or was drained by shutdown). A
+    /// parked entry is removed too.
     pub(crate) fn cancel(&self, key: Key) -> Option<Waker> {
         let waker = self.lock().remove(key);
         if waker.is_some() {
-            self.common.release(1);
+            self.driver.release(1);
         }
         waker
     }
@@ -227,7 +176,7 @@ impl Shard {
     }
 
     /// After an insert or reschedule: if it made a new bucket, tells the driver about the
-    /// shard's earliest expiration (the driver is woken only if that is earlier than planned).
+    /// shard's earliest expiration (the alarm moves only if that is earlier than planned).
     fn publish_head(&self, mut wheel: MutexGuard<'_, Wheel<Waker>>) {
         let head = if wheel.take_new_head() {
             wheel.next_expiration()
@@ -236,8 +185,55 @@ impl Shard {
         };
         drop(wheel);
         if let Some(head) = head {
-            self.common.signal.on_new_head(head);
+            self.driver.on_new_head(head);
         }
+    }
+
+    /// The shard's step of a firing pass: hands out everything due at `now`, a bounded batch
+    /// per lock hold (waking each batch after releasing the lock), and returns what it did
+    /// and the shard's next expiration.
+    pub(crate) fn fire_due(&self, now: u64, wakers: &mut Vec<Waker>) -> Fired {
+        let mut fired = Fired::default();
+        loop {
+            let mut wheel = self.lock();
+            let cascades_before = wheel.stats().cascades;
+            let mut budget = BATCH;
+            let mut slots = 0;
+            let more = loop {
+                match wheel.poll_within(now, &mut budget) {
+                    Step::Fired(e) => {
+                        // A parked (persistent) entry keeps its slot.
+                        slots += usize::from(!e.parked);
+                        wakers.push(e.value);
+                    }
+                    Step::Done => break false,
+                    Step::Yield => break true,
+                }
+            };
+            fired.cascades += wheel.stats().cascades - cascades_before;
+            if !more {
+                fired.next = wheel.next_expiration();
+                #[cfg(debug_assertions)]
+                if wheel.len() <= 4096 {
+                    wheel.assert_invariants();
+                }
+            }
+            drop(wheel);
+            fired.entries += wakers.len();
+            self.driver.release(slots);
+            wake_all(wakers);
+            if !more {
+                return fired;
+            }
+        }
+    }
+
+    /// Removes every entry (shutdown), returning the wakers, and gives the memory back.
+    pub(crate) fn drain(&self) -> Vec<Waker> {
+        let mut wheel = self.lock();
+        let wakers = wheel.drain_all();
+        wheel.shrink_to_fit();
+        wakers
     }
 
     pub(crate) fn len(&self) -> usize {
