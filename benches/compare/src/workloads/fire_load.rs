@@ -14,6 +14,10 @@
 //! time left until the deadline when the sleep is made; it rounds deadlines up to its 10 ms
 //! ticks and fires from its own thread, so it is late by up to 10 ms by design), and, in a build
 //! with it, Tokio's alt timer (multi-thread only; Tokio ignores it on `current_thread`).
+//! pingora's wakes come from its own thread, so they land in the runtime's global queue: a busy
+//! `current_thread` runtime takes one task from there every 31 polls (Tokio's default global
+//! queue interval), fewer than its sleepers fall due, and their lateness grows to seconds; its
+//! truncation to whole milliseconds also lets it wake up to 1 ms early at times.
 //!
 //! The lead is 100 ms plus twice the time registering the sleepers takes (timed on a tenth of
 //! them just before); the table warns if the load was not running by the first deadline.
