@@ -14,7 +14,8 @@
 //! - `reset_later/*`: moving an already registered 30 s sleep 1 ms later (idle-connection
 //!   timers pushed back on activity).
 //!
-//! `examples/compare.rs` measures whole workloads on a multi-thread runtime.
+//! The suite in `benches/compare/` (`cargo run --release -p compare`) measures whole workloads on
+//! a multi-thread runtime.
 
 use std::future::Future;
 use std::pin::Pin;

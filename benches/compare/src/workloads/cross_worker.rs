@@ -1,0 +1,280 @@
+//! cross-worker: timeouts registered on one worker and cancelled, or fired, on another.
+//!
+//! The case Tokio's per-worker alt timer was built for: work stealing moves a task, or a
+//! future, to another worker between registering its timer and cancelling it. On a
+//! multi-thread runtime (`--workers`, 2 by default) run one producer task per two workers, each
+//! with its own consumer task. A producer makes timeouts around a future that never completes,
+//! polls each once (registering its timer on the producer's worker, with the producer's waker),
+//! and hands them over in batches of 64, tagged with the registering thread, through a queue.
+//! The consumer drops 9 of every 10 (cancelled: 5 s timeouts) and awaits every 10th (1 ms
+//! timeouts, which fire) alongside the following batches. Both loop busily, yielding between
+//! batches, so the scheduler spreads them over the workers; the table gives the share of
+//! timeouts the consumer got on another thread than the one that registered them. (A 1 ms
+//! timeout that has already elapsed when first polled, on a busy machine, counts as fired and is
+//! not handed over.)
+//!
+//! Throughput: timeouts per second, from the first registration until every one is cancelled
+//! or has fired (each fired one is checked to have elapsed). Ours (`timeout`) against
+//! `tokio::time::timeout` on Tokio's default timer and on its alt timer (when built in).
+
+use std::collections::VecDeque;
+use std::future::{pending, Future};
+use std::pin::{pin, Pin};
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::thread::{self, ThreadId};
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
+
+use super::{Ctx, Workload};
+use crate::poll::poll_once;
+use crate::report::{interleaved, print_table, rate, ratio, unmeasured_row, Summary};
+use crate::rt::{run_task, Flavor, ALT_TIMER_MISSING};
+
+pub(crate) const WORKLOAD: Workload = Workload {
+    name: "cross-worker",
+    about: "timeouts registered on one worker, cancelled (90%) or fired (10%) on another",
+    run,
+};
+
+/// Timeouts per hand-over.
+const BATCH: usize = 64;
+/// A producer waits while this many of its batches are queued.
+const MAX_QUEUED: usize = 16;
+/// Every this many timeouts, one fires; the others are cancelled.
+const FIRE_EVERY: usize = 10;
+const FIRES_AFTER: Duration = Duration::from_millis(1);
+const CANCELLED_AFTER: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum System {
+    Ours,
+    Tokio,
+    TokioAlt,
+}
+
+const SYSTEMS: [System; 3] = [System::Ours, System::Tokio, System::TokioAlt];
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::Ours => "ours: timeout",
+            System::Tokio => "tokio::time::timeout",
+            System::TokioAlt => "tokio::time::timeout (alt timer)",
+        }
+    }
+
+    /// `[timeouts/s, % handed to another thread, fired]`; `None` without such a runtime.
+    fn measure(self, workers: usize, n: usize) -> Option<[f64; 3]> {
+        // Each future resolves to whether its timeout elapsed.
+        match self {
+            System::Ours => bench(Flavor::MultiThread, workers, n, |d| {
+                tokio_timing_wheel::timeout(d, pending::<()>()).map(|r| r.is_err())
+            }),
+            System::Tokio => bench(Flavor::MultiThread, workers, n, |d| {
+                tokio::time::timeout(d, pending::<()>()).map(|r| r.is_err())
+            }),
+            System::TokioAlt => bench(Flavor::MultiThreadAltTimer, workers, n, |d| {
+                tokio::time::timeout(d, pending::<()>()).map(|r| r.is_err())
+            }),
+        }
+    }
+}
+
+/// One producer and one consumer per two workers: both are always runnable, so each tends to
+/// keep a worker of its own, and the consumer drops what the producer registered elsewhere.
+fn pairs_for(workers: usize) -> usize {
+    (workers / 2).max(1)
+}
+
+/// Registered timeouts on their way from a producer to its consumer, each with whether it is
+/// one that fires, tagged with the thread that registered them.
+type Batch<F> = (ThreadId, Vec<(Pin<Box<F>>, bool)>);
+
+/// What a producer and its consumer share.
+struct Handover<F> {
+    queue: Mutex<VecDeque<Batch<F>>>,
+    producer_done: AtomicBool,
+}
+
+fn bench<M, F>(flavor: Flavor, workers: usize, n: usize, make: M) -> Option<[f64; 3]>
+where
+    M: Fn(Duration) -> F + Copy + Send + 'static,
+    F: Future<Output = bool> + Send + 'static,
+{
+    let rt = flavor.build(workers, "cross-worker")?;
+    let pairs = pairs_for(workers);
+    let batches = (n / pairs / BATCH).max(1);
+    Some(run_task(rt, async move {
+        let start = std::time::Instant::now();
+        let pairs: Vec<_> = (0..pairs)
+            .map(|_| {
+                let handover = Arc::new(Handover {
+                    queue: Mutex::new(VecDeque::new()),
+                    producer_done: AtomicBool::new(false),
+                });
+                let producer = tokio::spawn(produce(handover.clone(), batches, make));
+                (producer, tokio::spawn(consume(handover)))
+            })
+            .collect();
+        let (mut total, mut handed, mut cross, mut fired) = (0, 0, 0, 0);
+        for (producer, consumer) in pairs {
+            let (h, x, f) = consumer.await.expect("a consumer panicked");
+            let (made, fired_at_once) = producer.await.expect("a producer panicked");
+            total += made;
+            handed += h;
+            cross += x;
+            fired += fired_at_once + f;
+        }
+        let elapsed = start.elapsed();
+        [
+            total as f64 / elapsed.as_secs_f64(),
+            cross as f64 / handed.max(1) as f64 * 100.0,
+            fired as f64,
+        ]
+    }))
+}
+
+/// Sets `producer_done` when dropped: when the producer returns, and when it panics (so that
+/// its consumer stops waiting, and the panic surfaces).
+struct Done<'a>(&'a AtomicBool);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Release);
+    }
+}
+
+/// Returns `(timeouts made, of which already elapsed at their first poll)`. A 1 ms timeout may
+/// be: on a busy machine, more than 1 ms can pass between making it and polling it.
+async fn produce<M, F>(handover: Arc<Handover<F>>, batches: usize, make: M) -> (usize, usize)
+where
+    M: Fn(Duration) -> F,
+    F: Future<Output = bool>,
+{
+    let _done = Done(&handover.producer_done);
+    let (mut k, mut fired_at_once) = (0, 0);
+    for _ in 0..batches {
+        while handover.queue.lock().unwrap().len() >= MAX_QUEUED {
+            if Arc::strong_count(&handover) == 1 {
+                return (k, fired_at_once); // the consumer is gone (it panicked)
+            }
+            tokio::task::yield_now().await;
+        }
+        let mut batch = Vec::with_capacity(BATCH);
+        for _ in 0..BATCH {
+            let fires = k % FIRE_EVERY == 0;
+            k += 1;
+            let mut t = Box::pin(make(if fires { FIRES_AFTER } else { CANCELLED_AFTER }));
+            match poll_once(t.as_mut()).await {
+                Poll::Pending => batch.push((t, fires)),
+                Poll::Ready(elapsed) => {
+                    assert!(fires && elapsed, "a 5 s timeout completed at once");
+                    fired_at_once += 1;
+                }
+            }
+        }
+        let me = thread::current().id();
+        handover.queue.lock().unwrap().push_back((me, batch));
+        tokio::task::yield_now().await;
+    }
+    (k, fired_at_once)
+}
+
+/// Returns `(timeouts handed over, of which registered on another thread, of which fired)`.
+async fn consume<F>(handover: Arc<Handover<F>>) -> (usize, usize, usize)
+where
+    F: Future<Output = bool>,
+{
+    let mut firing = FuturesUnordered::new();
+    let (mut handled, mut cross, mut fired) = (0, 0, 0);
+    loop {
+        // Read before looking at the queue: done and then empty means nothing more comes.
+        let done = handover.producer_done.load(Acquire);
+        let next = handover.queue.lock().unwrap().pop_front();
+        match next {
+            Some((registered_on, batch)) => {
+                handled += batch.len();
+                if registered_on != thread::current().id() {
+                    cross += batch.len();
+                }
+                for (timeout, fires) in batch {
+                    if fires {
+                        firing.push(timeout);
+                    } else {
+                        drop(timeout); // cancels it
+                    }
+                }
+            }
+            None if done => break,
+            None => {}
+        }
+        while let Poll::Ready(Some(elapsed)) = poll_once(pin!(firing.next())).await {
+            assert!(elapsed, "a timeout around a pending future completed");
+            fired += 1;
+        }
+        tokio::task::yield_now().await;
+    }
+    while let Some(elapsed) = firing.next().await {
+        assert!(elapsed, "a timeout around a pending future completed");
+        fired += 1;
+    }
+    (handled, cross, fired)
+}
+
+fn run(ctx: &Ctx, summary: &mut Summary) {
+    let n = ctx.size(1_000_000, 40_000);
+    let pairs = pairs_for(ctx.workers);
+    let handled = (n / pairs / BATCH).max(1) * BATCH * pairs;
+    println!(
+        "{handled} timeouts, made and registered by {pairs} producer tasks, handed in batches of \
+         {BATCH} to {pairs} consumer tasks that cancel 9 in 10 (5 s timeouts) and await the \
+         10th (1 ms); {} runtime.\n",
+        Flavor::MultiThread.label(ctx.workers)
+    );
+    let reps = interleaved(ctx.reps, &SYSTEMS, |&sys| sys.measure(ctx.workers, n));
+    let ours = reps[0].as_ref().expect("ours is always measured").medians();
+    let expected_fired = handled.div_ceil(FIRE_EVERY);
+    let rows: Vec<Vec<String>> = SYSTEMS
+        .iter()
+        .zip(&reps)
+        .map(|(sys, r)| match r {
+            None => unmeasured_row(sys.name(), 5, ALT_TIMER_MISSING),
+            Some(r) => {
+                let m = r.medians();
+                vec![
+                    sys.name().to_string(),
+                    r.shown(0, rate),
+                    if *sys == System::Ours {
+                        "-".to_string()
+                    } else {
+                        ratio(ours[0], m[0], true)
+                    },
+                    format!("{:.0}%", m[1]),
+                    format!("{:.0} (expected {expected_fired})", m[2]),
+                ]
+            }
+        })
+        .collect();
+    print_table(
+        &[
+            "system",
+            "timeouts/s",
+            "ours vs it",
+            "on another thread",
+            "fired",
+        ],
+        &rows,
+    );
+    let metric = "timeouts/s, registered and cancelled across workers";
+    for (sys, r) in SYSTEMS.iter().zip(&reps).skip(1) {
+        match r {
+            Some(r) => summary.add(metric, sys.name(), [ours[0], r.median(0)], true, rate),
+            None => summary.add_unmeasured(metric, sys.name(), ALT_TIMER_MISSING),
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! rpc-timeout: timeouts that are registered and cancelled, as around every RPC answered in time.
+//!
+//! `timeout(5 s, f)` where `f` is pending once (it wakes itself) and then ready, so every
+//! timeout registers its timer and cancels it. One task doing N operations, and `--tasks` tasks
+//! (8 by default) doing N/8 each, on a multi-thread runtime (`--workers`, 2 by default), one
+//! fresh runtime per measurement, warmed up before timing. Systems: no timer at all (`f.await`,
+//! the runtime's own cost: the baseline), ours (the free `timeout`, and `Timer::timeout` on a
+//! handle to the same default timer, which skips the per-call runtime lookup),
+//! `tokio::time::timeout` (and on a runtime with Tokio's alt timer, when built in), pingora's
+//! `fast_timeout`, futures-timer (`select(f, Delay)`) and async-io (`select(f, Timer::after)`).
+//!
+//! "Timer cost per op" is `1/ops - 1/ops_baseline` at 1 task. It is also given as a multiple of
+//! one clock read: `tokio::time::Instant::now()` called 20M times in a loop inside a task of the
+//! same kind of runtime, ns per call, measured in the same run (a timer that never fires early
+//! must read the clock once to compute its deadline; issue 13's target is a timer cost of at
+//! most two clock reads).
+
+use std::future::Future;
+use std::hint::black_box;
+use std::time::Duration;
+
+use futures::future::select;
+use tokio::time::Instant;
+use tokio_timing_wheel::Timer;
+
+use super::{Ctx, Workload};
+use crate::poll::PendingOnce;
+use crate::report::{interleaved, print_table, rate, ratio, Summary};
+use crate::rt::{Flavor, ALT_TIMER_MISSING};
+
+pub(crate) const WORKLOAD: Workload = Workload {
+    name: "rpc-timeout",
+    about: "register + cancel per RPC, 1 and 8 tasks; timer cost in ns and in clock reads",
+    run,
+};
+
+const RPC_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Issue 13's target: the timer's cost per operation at 1 task, in clock reads.
+const TARGET_CLOCK_READS: f64 = 2.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum System {
+    /// Not a timer: the cost of one `Instant::now()`, in ns (both figures).
+    ClockRead,
+    Baseline,
+    Ours,
+    OursTimer,
+    Tokio,
+    TokioAlt,
+    Pingora,
+    FuturesTimer,
+    AsyncIo,
+}
+
+const SYSTEMS: [System; 9] = [
+    System::ClockRead,
+    System::Baseline,
+    System::Ours,
+    System::OursTimer,
+    System::Tokio,
+    System::TokioAlt,
+    System::Pingora,
+    System::FuturesTimer,
+    System::AsyncIo,
+];
+
+/// The peers every summary row compares ours (the free `timeout`) with.
+const PEERS: [System; 5] = [
+    System::Tokio,
+    System::TokioAlt,
+    System::Pingora,
+    System::FuturesTimer,
+    System::AsyncIo,
+];
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::ClockRead => "one tokio::time::Instant::now()",
+            System::Baseline => "no timer (baseline)",
+            System::Ours => "ours: timeout",
+            System::OursTimer => "ours: Timer::timeout",
+            System::Tokio => "tokio::time::timeout",
+            System::TokioAlt => "tokio::time::timeout (alt timer)",
+            System::Pingora => "pingora fast_timeout",
+            System::FuturesTimer => "futures-timer Delay",
+            System::AsyncIo => "async-io Timer",
+        }
+    }
+
+    /// `[ops/s at 1 task, ops/s at many tasks]` (ns per clock read, twice, for `ClockRead`);
+    /// `None` if this build cannot measure it.
+    fn measure(self, ctx: &Ctx, n: usize, warmup: usize) -> Option<[f64; 2]> {
+        if self == System::ClockRead {
+            let ns = clock_read_ns(ctx.workers, n * 20);
+            return Some([ns, ns]);
+        }
+        let flavor = match self {
+            System::TokioAlt => Flavor::MultiThreadAltTimer,
+            _ => Flavor::MultiThread,
+        };
+        let at = |tasks| -> Option<f64> {
+            let b = Bench {
+                flavor,
+                workers: ctx.workers,
+                tasks,
+                n,
+                warmup,
+            };
+            match self {
+                System::ClockRead => unreachable!("measured above"),
+                System::Baseline => b.run(|| |f| f),
+                System::Ours => b.run(|| |f| tokio_timing_wheel::timeout(RPC_TIMEOUT, f)),
+                // The same default timer, held as a handle: no runtime lookup per operation.
+                System::OursTimer => b.run(|| {
+                    let timer = Timer::current();
+                    move |f| timer.timeout(RPC_TIMEOUT, f)
+                }),
+                System::Tokio | System::TokioAlt => {
+                    b.run(|| |f| tokio::time::timeout(RPC_TIMEOUT, f))
+                }
+                System::Pingora => {
+                    b.run(|| |f| pingora_timeout::fast_timeout::fast_timeout(RPC_TIMEOUT, f))
+                }
+                System::FuturesTimer => {
+                    b.run(|| |f| select(f, futures_timer::Delay::new(RPC_TIMEOUT)))
+                }
+                System::AsyncIo => b.run(|| |f| select(f, async_io::Timer::after(RPC_TIMEOUT))),
+            }
+        };
+        Some([at(1)?, at(ctx.tasks)?])
+    }
+}
+
+/// One measurement: `n` operations over `tasks` tasks, on a fresh runtime.
+struct Bench {
+    flavor: Flavor,
+    workers: usize,
+    tasks: usize,
+    n: usize,
+    warmup: usize,
+}
+
+impl Bench {
+    /// Operations per second. `setup` runs inside the runtime and returns the function that
+    /// wraps each future; `None` if this build has no such runtime.
+    fn run<S, M, F>(&self, setup: S) -> Option<f64>
+    where
+        S: FnOnce() -> M + Send + 'static,
+        M: Fn(PendingOnce) -> F + Clone + Send + 'static,
+        F: Future + Send + 'static,
+    {
+        let rt = self.flavor.build(self.workers, "rpc-bench")?;
+        let (tasks, n, warmup) = (self.tasks, self.n, self.warmup);
+        let elapsed = rt.block_on(async move {
+            let make = setup();
+            ops(tasks, warmup, make.clone()).await;
+            let start = std::time::Instant::now();
+            ops(tasks, n, make).await;
+            start.elapsed()
+        });
+        drop(rt);
+        Some((n / tasks * tasks) as f64 / elapsed.as_secs_f64())
+    }
+}
+
+async fn ops<M, F>(tasks: usize, n: usize, make: M)
+where
+    M: Fn(PendingOnce) -> F + Clone + Send + 'static,
+    F: Future + Send + 'static,
+{
+    let per_task = n / tasks;
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let make = make.clone();
+            tokio::spawn(async move {
+                for _ in 0..per_task {
+                    black_box(make(PendingOnce::default()).await);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.expect("a benchmark task panicked");
+    }
+}
+
+/// ns per `tokio::time::Instant::now()`: `n` calls in a loop, in a task of a fresh runtime.
+fn clock_read_ns(workers: usize, n: usize) -> f64 {
+    let rt = Flavor::MultiThread.runtime(workers, "clock-read");
+    let ns = rt.block_on(async move {
+        tokio::spawn(async move {
+            for _ in 0..n / 10 {
+                black_box(Instant::now());
+            }
+            let start = std::time::Instant::now();
+            for _ in 0..n {
+                black_box(Instant::now());
+            }
+            start.elapsed().as_nanos() as f64 / n as f64
+        })
+        .await
+        .expect("the clock-read loop panicked")
+    });
+    drop(rt);
+    ns
+}
+
+fn run(ctx: &Ctx, summary: &mut Summary) {
+    let n = ctx.size(1_000_000, 40_000);
+    let warmup = ctx.size(50_000, 4_000);
+    let tasks = ctx.tasks;
+    println!(
+        "N = {n} timeouts of 5 s, each registered and cancelled (warm-up {warmup} ops; \
+         {} runtime); the clock read: {} calls in a loop.\n",
+        Flavor::MultiThread.label(ctx.workers),
+        n * 20
+    );
+    let reps = interleaved(ctx.reps, &SYSTEMS, |sys| sys.measure(ctx, n, warmup));
+    let of = |sys: System| reps[SYSTEMS.iter().position(|&s| s == sys).unwrap()].as_ref();
+    let measured = |sys: System| of(sys).expect("every build measures it");
+    let clock_ns = measured(System::ClockRead).median(0);
+    let baseline = measured(System::Baseline).median(0);
+    let ours = measured(System::Ours).medians();
+    let cost = |ops: f64| (1e9 / ops - 1e9 / baseline).max(0.0);
+
+    let rows: Vec<Vec<String>> = SYSTEMS[1..]
+        .iter()
+        .map(|&sys| {
+            let Some(r) = of(sys) else {
+                return crate::report::unmeasured_row(sys.name(), 8, ALT_TIMER_MISSING);
+            };
+            let o = r.medians();
+            let vs = |higher: bool, a: f64, b: f64| match sys {
+                System::Ours | System::Baseline => "-".to_string(),
+                _ => ratio(a, b, higher),
+            };
+            let (timer_cost, reads) = if sys == System::Baseline {
+                ("0 (reference)".to_string(), "-".to_string())
+            } else {
+                let c = cost(o[0]);
+                (format!("{c:.0}"), format!("{:.1}", c / clock_ns))
+            };
+            vec![
+                sys.name().to_string(),
+                r.shown(0, rate),
+                vs(true, ours[0], o[0]),
+                r.shown(1, rate),
+                vs(true, ours[1], o[1]),
+                timer_cost,
+                reads,
+                vs(false, cost(ours[0]), cost(o[0])),
+            ]
+        })
+        .collect();
+    let many = format!("{tasks} tasks ops/s");
+    print_table(
+        &[
+            "system",
+            "1 task ops/s",
+            "ours vs it",
+            &many,
+            "ours vs it",
+            "timer cost ns/op (1 task)",
+            "in clock reads",
+            "ours vs it",
+        ],
+        &rows,
+    );
+    let ours_cost = cost(ours[0]);
+    let ours_reads = ours_cost / clock_ns;
+    println!(
+        "One `tokio::time::Instant::now()` inside the runtime: {} ns. Timer cost per op at 1 \
+         task, ours (`timeout`): {ours_cost:.0} ns = {ours_reads:.1} clock reads (target: at \
+         most {TARGET_CLOCK_READS}).\n",
+        measured(System::ClockRead).shown(0, |x| format!("{x:.1}")),
+    );
+
+    let ns = |x: f64| format!("{x:.0} ns");
+    let both = format!("ops/s, 1 task / {tasks} tasks");
+    for peer in PEERS {
+        let Some(p) = of(peer) else {
+            summary.add_unmeasured(&both, peer.name(), ALT_TIMER_MISSING);
+            continue;
+        };
+        let p = p.medians();
+        summary.add_all(&both, peer.name(), &ours, &p, true, rate);
+        summary.add(
+            "timer cost/op, 1 task",
+            peer.name(),
+            [ours_cost, cost(p[0])],
+            false,
+            ns,
+        );
+    }
+    let handle = measured(System::OursTimer).medians();
+    let tokio = measured(System::Tokio).medians();
+    summary.add_all(
+        &format!("{both} (ours: Timer::timeout on a handle)"),
+        System::Tokio.name(),
+        &handle,
+        &tokio,
+        true,
+        rate,
+    );
+    summary.add_text(
+        "timer cost/op, 1 task, in clock reads",
+        &format!("{ours_cost:.0} ns = {ours_reads:.1} reads"),
+        System::ClockRead.name(),
+        &format!("{clock_ns:.1} ns"),
+        &if ours_reads <= TARGET_CLOCK_READS {
+            format!("target met (<= {TARGET_CLOCK_READS})")
+        } else {
+            format!("target missed (> {TARGET_CLOCK_READS})")
+        },
+    );
+}
