@@ -97,10 +97,12 @@ mod clock;
 mod default;
 mod driver;
 mod error;
+mod idle;
 mod loom;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod metrics;
+mod on_timer;
 mod shard;
 mod signal;
 mod sleep;
@@ -108,6 +110,15 @@ mod task;
 mod timeout;
 mod timer;
 mod wheel;
+
+#[cfg(feature = "hyper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
+#[path = "integrations/hyper.rs"]
+pub mod hyper;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+#[path = "integrations/tower.rs"]
+pub mod tower;
 
 #[cfg(feature = "internals")]
 #[doc(hidden)]
@@ -119,6 +130,7 @@ pub mod internals;
 struct ReadmeDoctests;
 
 pub use crate::error::{BuildError, TimerError};
+pub use crate::idle::{IdleTimeout, IdleTimeoutBuilder};
 pub use crate::metrics::TimerMetrics;
 pub use crate::sleep::{sleep_wheel, sleep_wheel_until, Sleep};
 pub use crate::task::{spawn_after, spawn_at, DelayedError, DelayedTask};
