@@ -124,8 +124,9 @@ pub mod tower;
 #[doc(hidden)]
 pub mod internals;
 
-/// The README's Rust examples, compiled as doc tests so they cannot drift from the API.
-#[cfg(doctest)]
+/// The README's Rust examples, compiled as doc tests so they cannot drift from the API. They
+/// use the `hyper` and `tower` features, so they run with those (CI runs `--all-features`).
+#[cfg(all(doctest, feature = "hyper", feature = "tower"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
