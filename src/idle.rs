@@ -29,8 +29,8 @@ pin_project! {
     ///   however much was read.
     ///
     /// Each successful read or write (a poll that returns `Ready(Ok)`) pushes the limits it
-    /// counts for later: one clock read per operation, none per byte, and no access to the
-    /// wheel (the wheel's lazy [`Sleep::reset`]). Once any limit has passed, the connection has
+    /// counts for later: one clock read per completed read and per write call, none per
+    /// byte, and no access to the wheel (the wheel's lazy [`Sleep::reset`]). Once any limit has passed, the connection has
     /// timed out: the next read or write, and every one after it, fails with
     /// [`io::ErrorKind::TimedOut`], and a read or write pending at the deadline is woken to
     /// fail. Shutting the writer down (`poll_shutdown`) still works, so the connection can be
@@ -285,8 +285,11 @@ impl<IO> IdleTimeout<IO> {
         let me = self.project();
         match poll {
             Poll::Ready(Ok(v)) => {
+                let Some(deadline) = *me.deadline else {
+                    return Poll::Ready(Ok(v)); // no limits: no clock read
+                };
                 let now = now.unwrap_or_else(Instant::now);
-                if me.deadline.is_some_and(|d| now >= d) {
+                if now >= deadline {
                     *me.timed_out = true;
                     return Poll::Ready(Err(timed_out_error()));
                 }
@@ -313,15 +316,22 @@ impl<IO> IdleTimeout<IO> {
     }
 
     /// Before a write: the clock read that both refuses a write past the deadline (before it
-    /// sends anything) and stamps a successful one. `Err` if timed out.
-    fn before_write(self: Pin<&mut Self>) -> Result<Instant, io::Error> {
+    /// sends anything) and stamps a successful one (`None` without limits: no clock read).
+    /// `Err` if timed out.
+    fn before_write(self: Pin<&mut Self>) -> Result<Option<Instant>, io::Error> {
         let me = self.project();
+        if *me.timed_out {
+            return Err(timed_out_error());
+        }
+        let Some(deadline) = *me.deadline else {
+            return Ok(None);
+        };
         let now = Instant::now();
-        if *me.timed_out || me.deadline.is_some_and(|d| now >= d) {
+        if now >= deadline {
             *me.timed_out = true;
             return Err(timed_out_error());
         }
-        Ok(now)
+        Ok(Some(now))
     }
 }
 
@@ -347,7 +357,7 @@ impl<IO: AsyncWrite> AsyncWrite for IdleTimeout<IO> {
     ) -> Poll<io::Result<usize>> {
         let now = self.as_mut().before_write()?;
         let poll = self.as_mut().project().io.poll_write(cx, buf);
-        self.finish(cx, false, Some(now), poll)
+        self.finish(cx, false, now, poll)
     }
 
     fn poll_write_vectored(
@@ -357,7 +367,7 @@ impl<IO: AsyncWrite> AsyncWrite for IdleTimeout<IO> {
     ) -> Poll<io::Result<usize>> {
         let now = self.as_mut().before_write()?;
         let poll = self.as_mut().project().io.poll_write_vectored(cx, bufs);
-        self.finish(cx, false, Some(now), poll)
+        self.finish(cx, false, now, poll)
     }
 
     fn is_write_vectored(&self) -> bool {
