@@ -114,25 +114,38 @@ mod builder;
 mod delayed_task;
 mod driver;
 mod error;
+mod idle;
 mod loom;
 mod metrics;
+mod on_timer;
 mod sleep;
 mod timeout;
 mod timer;
 mod wheel;
 
+#[cfg(feature = "hyper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
+#[path = "integrations/hyper.rs"]
+pub mod hyper;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+#[path = "integrations/tower.rs"]
+pub mod tower;
+
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals;
 
-/// The README's Rust examples, compiled as doc tests so they cannot drift from the API.
-#[cfg(doctest)]
+/// The README's Rust examples, compiled as doc tests so they cannot drift from the API. They
+/// use the `hyper` and `tower` features, so they run with those (CI runs `--all-features`).
+#[cfg(all(doctest, feature = "hyper", feature = "tower"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
 pub use crate::builder::Builder;
 pub use crate::delayed_task::{spawn_after, spawn_at, DelayedTask};
 pub use crate::error::{BuildError, DelayedError, Elapsed, TimerError};
+pub use crate::idle::{IdleTimeout, IdleTimeoutBuilder};
 pub use crate::metrics::TimerMetrics;
 pub use crate::sleep::{sleep_wheel, sleep_wheel_until, Sleep};
 pub use crate::timeout::{timeout, timeout_at, Timeout};

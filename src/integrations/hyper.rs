@@ -1,0 +1,199 @@
+//! `HyperTimer`: hyper's timers (header-read timeout, keep-alive) on the wheel.
+//!
+//! hyper 1.x asks its user for a [`hyper::rt::Timer`] and uses it for the HTTP/1 header-read
+//! timeout (slowloris protection, reset for every request on a keep-alive connection), HTTP/2
+//! keep-alive pings, and hyper-util's client pool idle timeout. hyper-util's `TokioTimer`
+//! puts them on `tokio::time`; [`HyperTimer`] puts them on this crate's wheel, where
+//! registering, resetting and cancelling does not contend on one lock.
+//!
+//! hyper talks in [`std::time::Instant`]s. [`HyperTimer::now`](hyper::rt::Timer::now) reads
+//! Tokio's clock and converts it, and deadlines are converted back with
+//! [`tokio::time::Instant::from_std`], so paused Tokio time drives hyper's timers too.
+//!
+//! # Examples
+//!
+//! An HTTP/1 server whose header-read timeout runs on the wheel, each connection also under an
+//! [`IdleTimeout`](crate::IdleTimeout). hyper reads through its own `rt::Read`/`rt::Write`
+//! traits, so the Tokio stream goes into `IdleTimeout` first and then into hyper-util's
+//! `TokioIo` adapter (implementing hyper's traits for `IdleTimeout` directly would take
+//! `unsafe` code, which this crate has none of):
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use std::time::Duration;
+//!
+//! use bytes::Bytes;
+//! use http_body_util::Full;
+//! use hyper::server::conn::http1;
+//! use hyper::service::service_fn;
+//! use hyper::{Request, Response};
+//! use hyper_util::rt::TokioIo;
+//! use tokio_timing_wheel::hyper::HyperTimer;
+//! use tokio_timing_wheel::IdleTimeout;
+//!
+//! async fn hello(_: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+//!     Ok(Response::new(Full::new(Bytes::from_static(b"hello\n"))))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let timer = HyperTimer::new();
+//! # let addr = listener.local_addr()?;
+//! # let client = tokio::spawn(async move {
+//! #     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//! #     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+//! #     s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+//! #     let mut out = String::new();
+//! #     s.read_to_string(&mut out).await.unwrap();
+//! #     assert!(out.ends_with("hello\n"), "{out}");
+//! # });
+//! # for _ in 0..1 {
+//! let (tcp, _) = listener.accept().await?;
+//! let io = TokioIo::new(IdleTimeout::new(tcp, Duration::from_secs(60)));
+//! let timer = timer.clone();
+//! tokio::spawn(async move {
+//!     let served = http1::Builder::new()
+//!         .timer(timer)
+//!         .header_read_timeout(Duration::from_secs(10))
+//!         .serve_connection(io, service_fn(hello))
+//!         .await;
+//!     if let Err(e) = served {
+//!         eprintln!("connection ended: {e}");
+//!     }
+//! });
+//! # }
+//! # client.await.unwrap();
+//! # Ok(())
+//! # }
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::on_timer::OnTimer;
+use crate::{Sleep, Timer};
+
+/// A [`hyper::rt::Timer`] whose sleeps live in this crate's timing wheel.
+///
+/// Give it to hyper's connection builders (`.timer(HyperTimer::new())`) or hyper-util's
+/// client. [`HyperTimer::new`] uses the default timer of the runtime each sleep is created on;
+/// [`HyperTimer::from`] a [`Timer`] uses that timer (its tick, limit and metrics).
+///
+/// [`reset`](hyper::rt::Timer::reset) moves the existing sleep in place: no allocation, and a
+/// later deadline (hyper's usual case: the next request on a keep-alive connection) costs one
+/// comparison, the wheel's lazy reset. A sleep that did not come from a `HyperTimer` is
+/// replaced by a new one rather than left as it was.
+///
+/// # Panics
+///
+/// Polling a sleep of a `HyperTimer::new()` outside a Tokio runtime, or on a runtime without
+/// a time driver; polling one of a full timer (see [`Timer::sleep`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use hyper::rt::Timer as _;
+/// use tokio_timing_wheel::hyper::HyperTimer;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let timer = HyperTimer::new();
+/// let start = timer.now(); // Tokio's clock, as a std Instant
+/// let mut sleep = timer.sleep(Duration::from_secs(10));
+/// timer.reset(&mut sleep, start + Duration::from_secs(30));
+/// sleep.await;
+/// assert!(timer.now() >= start + Duration::from_secs(30));
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct HyperTimer {
+    timer: OnTimer,
+}
+
+impl HyperTimer {
+    /// A timer that puts each sleep on the default timer of the runtime it is created on (the
+    /// one [`sleep_wheel`](crate::sleep_wheel) uses). It may be built outside a runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tokio_timing_wheel::hyper::HyperTimer;
+    ///
+    /// let timer = HyperTimer::new(); // no runtime needed yet
+    /// let mut builder = hyper::server::conn::http1::Builder::new();
+    /// builder.timer(timer).header_read_timeout(std::time::Duration::from_secs(10));
+    /// ```
+    pub fn new() -> HyperTimer {
+        HyperTimer::default()
+    }
+}
+
+impl From<Timer> for HyperTimer {
+    /// A `HyperTimer` whose sleeps go to `timer`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::{hyper::HyperTimer, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let wheel = Timer::builder().tick(Duration::from_millis(10)).build().unwrap();
+    /// let timer = HyperTimer::from(wheel.clone());
+    /// # drop(timer);
+    /// # }
+    /// ```
+    fn from(timer: Timer) -> HyperTimer {
+        HyperTimer {
+            timer: OnTimer::from(timer),
+        }
+    }
+}
+
+impl hyper::rt::Timer for HyperTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(WheelSleep(self.timer.sleep(duration)))
+    }
+
+    fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(WheelSleep(
+            self.timer.sleep_until(Instant::from_std(deadline)),
+        ))
+    }
+
+    /// Tokio's clock (paused time included), as hyper's `std::time::Instant`.
+    fn now(&self) -> std::time::Instant {
+        Instant::now().into_std()
+    }
+
+    fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: std::time::Instant) {
+        let deadline = Instant::from_std(new_deadline);
+        match sleep.as_mut().downcast_mut_pin::<WheelSleep>() {
+            Some(ours) => Pin::new(&mut ours.get_mut().0).reset(deadline),
+            // Not one of ours (hyper never mixes timers, but a caller might): replace it, so
+            // the new deadline holds either way.
+            None => *sleep = Box::pin(WheelSleep(self.timer.sleep_until(deadline))),
+        }
+    }
+}
+
+/// The sleep hyper holds: the wheel's [`Sleep`], under a type of this module so that
+/// [`HyperTimer`]'s `reset` can recognise it.
+struct WheelSleep(Sleep);
+
+impl Future for WheelSleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.get_mut().0).poll(cx)
+    }
+}
+
+impl hyper::rt::Sleep for WheelSleep {}

@@ -1,0 +1,238 @@
+//! A tower `Timeout` middleware on the wheel: a drop-in for `tower::timeout`.
+//!
+//! [`TimeoutLayer`] wraps a service in [`Timeout`], which limits the time each call's response
+//! future may take. It behaves as tower's own `tower::timeout::Timeout`: `poll_ready` is the
+//! inner service's, and errors are `Box<dyn Error + Send + Sync>` holding either the inner
+//! service's error or an elapsed error. The response future is this crate's
+//! [`Timeout`](crate::Timeout) future under a thin adapter, not boxed, so a request that
+//! answers in time costs one O(1) insert and removal in the wheel.
+//!
+//! # The elapsed error is tower's
+//!
+//! When the deadline passes, the error is tower's own [`tower::timeout::error::Elapsed`], so
+//! error handlers written for `tower::timeout` (axum's `HandleErrorLayer` recipes test
+//! `err.is::<tower::timeout::error::Elapsed>()` to answer 408) keep working unchanged. This
+//! costs one small dependency: the `tower` crate with only its `timeout` feature, whose own
+//! dependencies (`tower-layer`, `tower-service`, `pin-project-lite`, `tokio`) the integration
+//! needs anyway (`cargo tree -e normal --features tower`).
+//!
+//! When the timer [shuts down](crate::Timer::shutdown) (for example with its runtime) before
+//! the deadline, the error is this crate's [`Elapsed`](crate::Elapsed) instead, with
+//! [`is_shutdown`](crate::Elapsed::is_shutdown) true: the request was not slow, the server
+//! is going away, and a handler can tell the two apart.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//! use tower::{service_fn, BoxError, ServiceBuilder, ServiceExt};
+//! use tokio_timing_wheel::tower::TimeoutLayer;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let slow = service_fn(|_: ()| async {
+//!     tokio::time::sleep(Duration::from_secs(5)).await;
+//!     Ok::<_, BoxError>("done")
+//! });
+//! let service = ServiceBuilder::new()
+//!     .layer(TimeoutLayer::new(Duration::from_secs(1)))
+//!     .service(slow);
+//! let err = service.oneshot(()).await.unwrap_err();
+//! assert!(err.is::<tower::timeout::error::Elapsed>());
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use tower::{BoxError, Layer, Service};
+
+use crate::on_timer::OnTimer;
+use crate::Timer;
+
+/// Applies a [`Timeout`] to the requests of the wrapped service (see the [module](self) docs).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tower::{service_fn, BoxError, ServiceBuilder, ServiceExt};
+/// use tokio_timing_wheel::tower::TimeoutLayer;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let echo = service_fn(|s: &'static str| async move { Ok::<_, BoxError>(s) });
+/// let service = ServiceBuilder::new()
+///     .layer(TimeoutLayer::new(Duration::from_millis(100)))
+///     .service(echo);
+/// assert_eq!(service.oneshot("hi").await.unwrap(), "hi");
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct TimeoutLayer {
+    timeout: Duration,
+    timer: OnTimer,
+}
+
+impl TimeoutLayer {
+    /// A layer whose requests time out after `timeout`, on the default timer of the runtime
+    /// each request is called on. It may be built outside a runtime.
+    pub fn new(timeout: Duration) -> TimeoutLayer {
+        TimeoutLayer {
+            timeout,
+            timer: OnTimer::default(),
+        }
+    }
+
+    /// A layer whose requests time out after `timeout`, on `timer`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::{tower::TimeoutLayer, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let timer = Timer::builder().tick(Duration::from_millis(10)).build().unwrap();
+    /// let layer = TimeoutLayer::with_timer(Duration::from_secs(30), timer);
+    /// # drop(layer);
+    /// # }
+    /// ```
+    pub fn with_timer(timeout: Duration, timer: Timer) -> TimeoutLayer {
+        TimeoutLayer {
+            timeout,
+            timer: OnTimer::from(timer),
+        }
+    }
+}
+
+impl<S> Layer<S> for TimeoutLayer {
+    type Service = Timeout<S>;
+
+    fn layer(&self, inner: S) -> Timeout<S> {
+        Timeout {
+            inner,
+            timeout: self.timeout,
+            timer: self.timer.clone(),
+        }
+    }
+}
+
+/// A service whose responses must come within a time limit, built by [`TimeoutLayer`] or
+/// [`Timeout::new`]; see the [module](self) docs for its errors.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tower::{service_fn, BoxError, ServiceExt};
+/// use tokio_timing_wheel::tower::Timeout;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let failing = service_fn(|_: ()| async { Err::<(), BoxError>("boom".into()) });
+/// let err = Timeout::new(failing, Duration::from_secs(1)).oneshot(()).await.unwrap_err();
+/// assert_eq!(err.to_string(), "boom");
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Timeout<S> {
+    inner: S,
+    timeout: Duration,
+    timer: OnTimer,
+}
+
+impl<S> Timeout<S> {
+    /// Wraps `inner`: each request times out after `timeout`, on the default timer of the
+    /// runtime it is called on.
+    pub fn new(inner: S, timeout: Duration) -> Timeout<S> {
+        TimeoutLayer::new(timeout).layer(inner)
+    }
+
+    /// A reference to the inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// A mutable reference to the inner service.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, Request> Service<Request> for Timeout<S>
+where
+    S: Service<Request>,
+    S::Error: Into<BoxError>,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future>;
+
+    /// The inner service's readiness: the timeout covers the response, not the wait for
+    /// capacity (as in `tower::timeout`).
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    /// Calls the inner service; the returned future's timer starts now and is registered in
+    /// the wheel only if the response is not ready on its first poll.
+    ///
+    /// # Panics
+    ///
+    /// With [`TimeoutLayer::new`], outside a Tokio runtime or on one without a time driver.
+    fn call(&mut self, request: Request) -> ResponseFuture<S::Future> {
+        ResponseFuture {
+            inner: self.timer.timeout(self.timeout, self.inner.call(request)),
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`Timeout`]: the inner service's future under this crate's
+    /// [`Timeout`](crate::Timeout), its result mapped to tower's error convention.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping it drops the inner future and removes its timer from the wheel.
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct ResponseFuture<F> {
+        #[pin]
+        inner: crate::Timeout<F>,
+    }
+}
+
+impl<F> fmt::Debug for ResponseFuture<F> {
+    /// Prints the deadline only (never the inner future, nor the wheel).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("deadline", &self.inner.deadline())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, T, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<T, E>>,
+    E: Into<BoxError>,
+{
+    type Output = Result<T, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(match std::task::ready!(self.project().inner.poll(cx)) {
+            Ok(response) => response.map_err(Into::into),
+            Err(elapsed) if elapsed.is_shutdown() => Err(Box::new(elapsed)),
+            Err(_) => Err(Box::new(tower::timeout::error::Elapsed::new())),
+        })
+    }
+}

@@ -1,0 +1,272 @@
+//! `HyperTimer`: hyper's `rt::Timer` on the wheel, alone in paused time and under a real
+//! hyper server on loopback.
+#![cfg(feature = "hyper")]
+
+mod common;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::rt::Timer as _;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tokio_test::{assert_pending, assert_ready, task};
+use tokio_timing_wheel::hyper::HyperTimer;
+use tokio_timing_wheel::Timer;
+
+use common::{ms, step};
+
+/// The address of the boxed sleep, to check that `reset` keeps the same one.
+fn address(sleep: &Pin<Box<dyn hyper::rt::Sleep>>) -> *const () {
+    let r: &dyn hyper::rt::Sleep = &**sleep;
+    (r as *const dyn hyper::rt::Sleep).cast()
+}
+
+#[tokio::test(start_paused = true)]
+async fn now_is_tokio_clock_and_sleep_until_takes_its_instants() {
+    let timer = HyperTimer::new();
+    let start = timer.now();
+    assert_eq!(Instant::from_std(start), Instant::now());
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    assert_eq!(
+        timer.now() - start,
+        Duration::from_secs(3600),
+        "paused time"
+    );
+
+    let deadline = timer.now() + Duration::from_secs(5);
+    let begun = Instant::now();
+    timer.sleep_until(deadline).await;
+    assert_eq!(begun.elapsed(), Duration::from_secs(5));
+    assert_eq!(timer.now(), deadline);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sleep_completes_at_its_duration_never_before() {
+    let timer = HyperTimer::new();
+    let mut sleep = task::spawn(timer.sleep(ms(250)));
+    assert_pending!(sleep.poll());
+    step(ms(249)).await;
+    assert_pending!(sleep.poll());
+    step(ms(1)).await;
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_moves_the_same_boxed_sleep_later_and_earlier() {
+    let timer = HyperTimer::new();
+    let start = timer.now();
+    let mut sleep = timer.sleep(Duration::from_secs(10));
+    let before = address(&sleep);
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    assert!(sleep.as_mut().poll(&mut cx).is_pending());
+
+    timer.reset(&mut sleep, start + Duration::from_secs(30));
+    assert_eq!(
+        address(&sleep),
+        before,
+        "reset must move the sleep in place"
+    );
+    let mut sleep = task::spawn(sleep);
+    step(Duration::from_secs(29)).await;
+    assert_pending!(sleep.poll(), "still waiting for the later deadline");
+    step(Duration::from_secs(1)).await;
+    assert_ready!(sleep.poll());
+
+    // Earlier, and after completion: the same box again.
+    let mut sleep = sleep.into_inner();
+    let again = timer.now() + ms(100);
+    timer.reset(&mut sleep, again);
+    assert_eq!(address(&sleep), before);
+    let mut sleep = task::spawn(sleep);
+    assert_pending!(sleep.poll());
+    step(ms(100)).await;
+    assert_ready!(sleep.poll());
+}
+
+/// A sleep of another timer, which never completes by itself.
+struct Foreign;
+
+impl Future for Foreign {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        Poll::Pending
+    }
+}
+
+impl hyper::rt::Sleep for Foreign {}
+
+#[tokio::test(start_paused = true)]
+async fn reset_replaces_a_sleep_that_is_not_ours() {
+    let timer = HyperTimer::new();
+    let mut sleep: Pin<Box<dyn hyper::rt::Sleep>> = Box::pin(Foreign);
+    assert!(sleep.is::<Foreign>());
+    timer.reset(&mut sleep, timer.now() + ms(50));
+    assert!(!sleep.is::<Foreign>(), "replaced, not silently kept");
+    let mut sleep = task::spawn(sleep);
+    assert_pending!(sleep.poll());
+    step(ms(50)).await;
+    assert_ready!(sleep.poll(), "the new deadline holds");
+}
+
+#[tokio::test(start_paused = true)]
+async fn sleeps_of_an_explicit_timer_count_in_its_pending() {
+    let wheel = Timer::builder().tick(ms(10)).build().unwrap();
+    let timer = HyperTimer::from(wheel.clone());
+    let mut sleeps: Vec<_> = (1..=3)
+        .map(|i| task::spawn(timer.sleep(Duration::from_secs(i))))
+        .collect();
+    for s in &mut sleeps {
+        assert_pending!(s.poll());
+    }
+    assert_eq!(wheel.pending(), 3);
+    assert_eq!(Timer::current().pending(), 0, "none on the default timer");
+    let mut until = task::spawn(timer.sleep_until(timer.now() + Duration::from_secs(9)));
+    assert_pending!(until.poll());
+    assert_eq!(wheel.pending(), 4);
+    drop(sleeps);
+    drop(until);
+    assert_eq!(wheel.pending(), 0, "dropping hyper's sleeps cancels them");
+}
+
+#[test]
+fn built_outside_a_runtime_clone_send_sync_and_short_debug() {
+    fn assert_traits<T: Clone + Send + Sync + std::fmt::Debug + 'static>(_: &T) {}
+    let timer = HyperTimer::new();
+    assert_traits(&timer);
+    assert_eq!(
+        format!("{timer:?}"),
+        "HyperTimer { timer: runtime default }"
+    );
+}
+
+// ---- a real hyper server on loopback ---------------------------------------------------
+
+const HEADER_TIMEOUT: Duration = Duration::from_millis(400);
+
+async fn hello(_: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(Response::new(Full::new(Bytes::from_static(b"hello"))))
+}
+
+/// An HTTP/1 server whose header-read timeout runs on `timer`; serves until dropped.
+async fn serve(timer: HyperTimer) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let timer = timer.clone();
+            tokio::spawn(async move {
+                let _ = http1::Builder::new()
+                    .timer(timer)
+                    .header_read_timeout(HEADER_TIMEOUT)
+                    .serve_connection(TokioIo::new(tcp), service_fn(hello))
+                    .await;
+            });
+        }
+    });
+    (addr, server)
+}
+
+/// Connects, sends `request`, then reads until the server closes: what it answered, and how
+/// long after connecting (before the server can start its timer) the connection was closed.
+async fn exchange(addr: SocketAddr, request: &[u8]) -> (String, Duration) {
+    let sent = Instant::now();
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tcp.read_to_end(&mut answer).await; // a reset counts as closed too
+    (
+        String::from_utf8_lossy(&answer).into_owned(),
+        sent.elapsed(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hyper_server_cuts_slow_headers_at_the_timeout_and_serves_complete_requests() {
+    let wheel = Timer::builder().build().unwrap();
+    let (addr, server) = serve(HyperTimer::from(wheel.clone())).await;
+    let slow = (0..100).map(|_| tokio::spawn(exchange(addr, b"GET / HTTP/1.1\r\nhost: x\r\n")));
+    let slow: Vec<_> = slow.collect();
+    let complete: Vec<_> = (0..20)
+        .map(|_| {
+            tokio::spawn(exchange(
+                addr,
+                b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+            ))
+        })
+        .collect();
+    for c in complete {
+        let (answer, _) = c.await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        assert!(answer.ends_with("hello"), "{answer}");
+    }
+    tokio::time::sleep(HEADER_TIMEOUT / 2).await;
+    assert!(
+        wheel.pending() >= 1,
+        "the slow clients' timers are in the wheel"
+    );
+    for s in slow {
+        let (answer, closed_after) = s.await.unwrap();
+        assert!(
+            closed_after >= HEADER_TIMEOUT,
+            "cut off early: {closed_after:?}"
+        );
+        assert!(
+            closed_after < HEADER_TIMEOUT * 10,
+            "cut off far too late: {closed_after:?}"
+        );
+        // hyper answers a header timeout with 408 or just closes; it never serves it.
+        assert!(!answer.contains("200 OK"), "{answer}");
+    }
+    let metrics = wheel.metrics();
+    assert!(metrics.heap_pushes > 0, "hyper's timers went to our wheel");
+    assert!(metrics.driver_wakeups > 0, "and fired from it");
+    assert_eq!(wheel.pending(), 0, "every timer left the wheel");
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_is_closed_one_timeout_after_its_last_response() {
+    let (addr, server) = serve(HyperTimer::new()).await;
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let mut last_sent = Instant::now();
+    for _ in 0..3 {
+        // The server starts the timer for the next request's header once it has answered
+        // this one, after this instant.
+        last_sent = Instant::now();
+        tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = tcp.read(&mut buf).await.unwrap();
+        let answer = String::from_utf8_lossy(&buf[..n]);
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        assert!(answer.ends_with("hello"), "{answer}");
+        tokio::time::sleep(HEADER_TIMEOUT / 4).await; // idle, but well within the timeout
+    }
+    let mut rest = Vec::new();
+    let _ = tcp.read_to_end(&mut rest).await;
+    let closed_after = last_sent.elapsed();
+    assert!(
+        closed_after >= HEADER_TIMEOUT,
+        "closed early: {closed_after:?}"
+    );
+    assert!(
+        closed_after < HEADER_TIMEOUT * 10,
+        "closed far too late: {closed_after:?}"
+    );
+    server.abort();
+}

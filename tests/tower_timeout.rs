@@ -1,0 +1,195 @@
+//! The tower `Timeout` service and `TimeoutLayer`, in paused time.
+#![cfg(feature = "tower")]
+
+mod common;
+
+use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_test::{assert_pending, assert_ready, assert_ready_ok, task};
+use tokio_timing_wheel::tower::{Timeout, TimeoutLayer};
+use tokio_timing_wheel::Timer;
+use tower::{service_fn, BoxError, Layer, Service, ServiceBuilder, ServiceExt};
+
+use common::{ms, step};
+
+/// A service answering `Ok(request)` after `delay` of (paused) time.
+fn after(delay: Duration) -> impl Service<u32, Response = u32, Error = BoxError> + Clone {
+    service_fn(move |req: u32| async move {
+        tokio::time::sleep(delay).await;
+        Ok::<_, BoxError>(req)
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_service_yields_towers_elapsed_error_at_the_deadline() {
+    let service = ServiceBuilder::new()
+        .layer(TimeoutLayer::new(ms(100)))
+        .service(after(ms(500)));
+    let start = Instant::now();
+    let err = service.oneshot(1).await.unwrap_err();
+    assert_eq!(
+        start.elapsed(),
+        ms(100),
+        "exactly at the deadline in paused time"
+    );
+    assert!(
+        err.is::<tower::timeout::error::Elapsed>(),
+        "handlers written for tower::timeout keep working: {err:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn never_before_the_deadline() {
+    let mut service = Timeout::new(after(ms(500)), ms(100));
+    let mut call = task::spawn(service.call(7));
+    assert_pending!(call.poll());
+    step(ms(99)).await;
+    assert_pending!(call.poll());
+    step(ms(1)).await;
+    assert!(assert_ready!(call.poll()).is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fast_service_yields_its_response() {
+    let service = TimeoutLayer::new(ms(100)).layer(after(ms(99)));
+    assert_eq!(service.clone().oneshot(42).await.unwrap(), 42);
+    let instant = TimeoutLayer::new(Duration::ZERO).layer(after(Duration::ZERO));
+    assert_eq!(
+        instant.oneshot(1).await.unwrap(),
+        1,
+        "ready at once beats a zero timeout"
+    );
+}
+
+#[derive(Debug, PartialEq)]
+struct Boom(u32);
+
+impl fmt::Display for Boom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "boom {}", self.0)
+    }
+}
+
+impl std::error::Error for Boom {}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_service_yields_its_own_error() {
+    let failing = service_fn(|n: u32| async move {
+        tokio::time::sleep(ms(10)).await;
+        Err::<u32, _>(Boom(n))
+    });
+    let err = Timeout::new(failing, ms(100)).oneshot(3).await.unwrap_err();
+    assert_eq!(err.downcast_ref::<Boom>(), Some(&Boom(3)));
+    assert!(!err.is::<tower::timeout::error::Elapsed>());
+}
+
+/// A service whose readiness the test controls: 0 not ready, 1 ready, 2 broken.
+#[derive(Clone, Debug)]
+struct Gate(Arc<AtomicU8>);
+
+impl Service<u32> for Gate {
+    type Response = u32;
+    type Error = Boom;
+    type Future = std::future::Ready<Result<u32, Boom>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Boom>> {
+        match self.0.load(SeqCst) {
+            0 => {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            1 => Poll::Ready(Ok(())),
+            _ => Poll::Ready(Err(Boom(0))),
+        }
+    }
+
+    fn call(&mut self, n: u32) -> Self::Future {
+        std::future::ready(Ok(n))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn poll_ready_forwards_readiness_and_errors_without_a_timer() {
+    let state = Arc::new(AtomicU8::new(0));
+    let timer = Timer::builder().build().unwrap();
+    let mut service = TimeoutLayer::with_timer(ms(100), timer.clone()).layer(Gate(state.clone()));
+    {
+        let mut ready = task::spawn(service.ready());
+        assert_pending!(ready.poll());
+        step(ms(1000)).await;
+        assert_pending!(ready.poll(), "waiting for readiness is not timed");
+        assert_eq!(timer.pending(), 0);
+        state.store(1, SeqCst);
+        assert_ready_ok!(ready.poll());
+    }
+    assert_eq!(service.call(5).await.unwrap(), 5);
+    state.store(2, SeqCst);
+    let err = service.ready().await.map(|_| ()).unwrap_err();
+    assert_eq!(err.downcast_ref::<Boom>(), Some(&Boom(0)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_explicit_timer_holds_the_pending_call_and_nothing_for_a_ready_one() {
+    let timer = Timer::builder().build().unwrap();
+    let layer = TimeoutLayer::with_timer(ms(100), timer.clone());
+    let mut instant = layer.layer(after(Duration::ZERO));
+    assert_eq!(instant.call(1).await.unwrap(), 1);
+    assert_eq!(
+        timer.metrics().heap_pushes,
+        0,
+        "a ready response never touches the wheel"
+    );
+
+    let mut slow = layer.layer(after(ms(50)));
+    let mut call = task::spawn(slow.call(2));
+    assert_pending!(call.poll());
+    assert_eq!(timer.pending(), 1);
+    assert_eq!(Timer::current().pending(), 0);
+    step(ms(50)).await;
+    assert_eq!(assert_ready!(call.poll()).unwrap(), 2);
+    assert_eq!(
+        timer.pending(),
+        0,
+        "answered in time: the timer left the wheel"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shut_down_timer_yields_the_crates_elapsed_marked_shutdown() {
+    let timer = Timer::builder().build().unwrap();
+    let mut service = TimeoutLayer::with_timer(ms(100), timer.clone()).layer(after(ms(500)));
+    let mut call = task::spawn(service.call(1));
+    assert_pending!(call.poll());
+    timer.shutdown();
+    step(ms(1)).await;
+    let err = assert_ready!(call.poll()).unwrap_err();
+    let elapsed = err
+        .downcast_ref::<tokio_timing_wheel::Elapsed>()
+        .expect("the crate's Elapsed");
+    assert!(elapsed.is_shutdown());
+    assert!(!err.is::<tower::timeout::error::Elapsed>());
+}
+
+#[test]
+fn debug_is_short_and_built_outside_a_runtime() {
+    let layer = TimeoutLayer::new(ms(100));
+    let text = format!("{layer:?}");
+    assert!(text.contains("100ms") && text.len() < 200, "{text}");
+    let service = layer.layer(Gate(Arc::default()));
+    let text = format!("{service:?}");
+    assert!(text.starts_with("Timeout") && text.len() < 400, "{text}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_response_future_prints_its_deadline_only() {
+    let mut service = Timeout::new(after(ms(500)), ms(100));
+    let call = service.call(1);
+    let text = format!("{call:?}");
+    assert!(text.starts_with("ResponseFuture { deadline:"), "{text}");
+    assert!(text.len() < 200, "{text}");
+}
