@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_test::{assert_pending, assert_ready, task};
-use tokio_timing_wheel::{sleep_wheel, sleep_wheel_until, Sleep, Timer};
+use tokio_timing_wheel::{sleep_wheel, sleep_wheel_until, Sleep, Timer, TimerError};
 
 mod common;
 use common::{panic_message, poll_with, step_for, CountingWaker, XorShift, SHORT_SETTLE_YIELDS};
@@ -635,4 +635,91 @@ fn sleep_wheel_outside_a_runtime_panics_mentioning_tokio() {
         .expect_err("sleep_wheel_until outside a runtime must panic");
     let msg = panic_message(&*err);
     assert!(msg.contains("Tokio"), "panic message: {msg:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Review findings (issue: correctness)
+// ---------------------------------------------------------------------------------------------
+
+/// A `Sleep` from `try_sleep` on a bounded timer, reset later, lost its slot when its old
+/// deadline passed, and panicked "timer is full" when awaited once another sleep took the
+/// slot. It must keep its slot through the lazy reset.
+#[tokio::test(start_paused = true)]
+async fn a_reset_sleep_keeps_its_slot_on_a_bounded_timer() {
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let mut a = Box::pin(timer.try_sleep(Duration::from_millis(10)).unwrap());
+    a.as_mut()
+        .reset(Instant::now() + Duration::from_millis(100));
+    step_for(Duration::from_millis(20), SHORT_SETTLE_YIELDS).await;
+    assert_eq!(
+        timer.try_sleep(Duration::from_secs(3600)).unwrap_err(),
+        TimerError::Full { max_pending: 1 },
+        "the reset sleep still holds the only slot"
+    );
+    let start = Instant::now();
+    a.as_mut().await; // must not panic
+    assert_eq!(start.elapsed(), Duration::from_millis(80));
+    assert!(!a.is_shutdown());
+    // Completed, its slot is free; a reset takes one again, and try_reset reports a full
+    // timer instead of a later panic.
+    let _other = timer.try_sleep(Duration::from_secs(3600)).unwrap();
+    assert_eq!(
+        a.as_mut()
+            .try_reset(Instant::now() + Duration::from_secs(1)),
+        Err(TimerError::Full { max_pending: 1 })
+    );
+}
+
+/// A sleep that fired at its deadline was reported as shut down when first polled after
+/// `Timer::shutdown()`. Fired and cut short by the shutdown must be told apart.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_that_fired_before_shutdown_is_not_reported_as_shut_down() {
+    let timer = Timer::builder().build().unwrap();
+    let mut fired = task::spawn(timer.sleep(Duration::from_millis(10)));
+    let mut cut_short = task::spawn(timer.sleep(Duration::from_secs(10)));
+    assert_pending!(fired.poll());
+    assert_pending!(cut_short.poll());
+    step_for(Duration::from_millis(20), SHORT_SETTLE_YIELDS).await;
+    timer.shutdown();
+    assert_ready!(fired.poll());
+    assert!(!fired.is_shutdown(), "it elapsed at its deadline");
+    assert_ready!(cut_short.poll());
+    assert!(cut_short.is_shutdown(), "the shutdown cut it short");
+
+    // A sleep created after the shutdown with a deadline already passed elapsed too.
+    let mut past = task::spawn(timer.sleep_until(Instant::now() - Duration::from_millis(5)));
+    assert_ready!(past.poll());
+    assert!(!past.is_shutdown());
+}
+
+/// A `Timer` built on a paused runtime and used from a plain thread computed deadlines on the
+/// system clock while its driver counted virtual time: after the runtime had been advanced by
+/// an hour, a 2 s sleep completed at once. Deadlines now come from the timer's runtime clock.
+#[test]
+fn a_sleep_made_outside_the_runtime_uses_the_runtime_clock() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    rt.block_on(tokio::time::advance(Duration::from_secs(3600)));
+
+    // This thread is outside the runtime here.
+    let waker = Arc::new(CountingWaker::default());
+    let waker = Waker::from(waker);
+    let mut s = timer.sleep(Duration::from_secs(2));
+    let start = rt.block_on(async { Instant::now() });
+    assert!(
+        s.deadline() >= start + Duration::from_secs(2),
+        "deadline on the runtime clock"
+    );
+    assert!(poll_with(&mut s, &waker).is_pending(), "completed at once");
+    rt.block_on(tokio::time::advance(Duration::from_secs(1)));
+    assert!(poll_with(&mut s, &waker).is_pending(), "early");
+    rt.block_on(async {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        common::settle().await;
+    });
+    assert!(poll_with(&mut s, &waker).is_ready());
 }

@@ -13,7 +13,7 @@ use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
 use tokio_timing_wheel::{timeout, timeout_at, Elapsed, Timer};
 
 mod common;
-use common::{panic_message, step_for, SHORT_SETTLE_YIELDS};
+use common::{ms, panic_message, step_for, SHORT_SETTLE_YIELDS};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -460,4 +460,22 @@ async fn multi_thread_stress_every_timeout_accounted_and_none_early() {
     );
     assert_eq!(Timer::current().pending(), 0, "entries left in the wheel");
     eprintln!("stress: {total} timeouts in {took:?}, max lateness {max_late:?}");
+}
+
+/// Review finding: a timeout that elapsed at its deadline said `is_shutdown()` when first
+/// polled after `Timer::shutdown()`. Only a timeout the shutdown cut short says so.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_that_elapsed_before_shutdown_is_not_a_shutdown_error() {
+    let timer = Timer::builder().build().unwrap();
+    let mut elapsed = task::spawn(timer.timeout(ms(10), std::future::pending::<()>()));
+    let mut cut_short = task::spawn(timer.timeout(ms(10_000), std::future::pending::<()>()));
+    assert_pending!(elapsed.poll());
+    assert_pending!(cut_short.poll());
+    tokio::time::advance(ms(20)).await;
+    timer.shutdown();
+    let e = assert_ready!(elapsed.poll()).unwrap_err();
+    assert!(!e.is_shutdown(), "it reached its deadline: {e}");
+    assert_eq!(e.to_string(), "deadline has elapsed");
+    let e = assert_ready!(cut_short.poll()).unwrap_err();
+    assert!(e.is_shutdown(), "the shutdown cut it short: {e}");
 }

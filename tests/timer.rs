@@ -770,3 +770,117 @@ fn timer_can_be_used_from_a_thread_outside_the_runtime() {
     assert_loosely_on_time(start.elapsed(), ms(40));
     assert_eq!(timer.pending(), 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Review findings (issue: correctness)
+// ---------------------------------------------------------------------------------------------
+
+/// A detached timer (every `Timer` handle dropped, a completed `Sleep` kept) re-armed a 1 s
+/// recheck after every pass, so in paused time auto-advance raced the virtual clock ahead
+/// (122 767 s in the review) while the runtime waited for something from another thread.
+/// Idle must mean no wakeups, detached too.
+#[tokio::test(start_paused = true)]
+async fn a_detached_timer_costs_no_wakeups_in_paused_time() {
+    let timer = Timer::builder().build().unwrap();
+    let mut kept = timer.sleep(ms(5));
+    (&mut kept).await;
+    let probe = timer.clone();
+    drop(timer);
+    let passes = probe.metrics().driver_wakeups;
+    drop(probe);
+
+    let start = Instant::now();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300)); // real time
+        let _ = tx.send(());
+    });
+    rx.await.unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "virtual time raced ahead {:?} while waiting on a real thread",
+        start.elapsed()
+    );
+    assert!(kept.is_elapsed());
+    assert!(passes >= 1);
+}
+
+/// After 10 000 sleeps of 1..10 000 ms were registered and dropped, the emptied buckets made
+/// the driver wake 32 times in 2 s before a one-hour sleep (0 without the burst). The alarm is
+/// now set only for buckets that hold something: one wakeup, the one armed while the burst
+/// was alive.
+#[tokio::test(start_paused = true)]
+async fn cancelled_sleeps_do_not_make_a_far_sleep_wake_the_driver() {
+    let timer = Timer::builder().build().unwrap();
+    for i in 1..=10_000 {
+        let mut s = task::spawn(timer.sleep(ms(i)));
+        assert_pending!(s.poll());
+    }
+    let mut hour = task::spawn(timer.sleep(Duration::from_secs(3600)));
+    assert_pending!(hour.poll());
+    assert_eq!(timer.pending(), 1);
+    let before = timer.metrics().driver_wakeups;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let wakeups = timer.metrics().driver_wakeups - before;
+    assert!(
+        wakeups <= 1,
+        "{wakeups} driver wakeups in 2 s for a sleep an hour away"
+    );
+    assert_pending!(hour.poll());
+}
+
+/// With a huge bucket cascading, a registration from another thread waited for the whole
+/// cascade (14.6 ms for 1M entries in the review) because the driver relinked the bucket under
+/// the shard lock in one go. The work per lock hold is now bounded: an entry due when the
+/// bucket expires is handed out (and its waker woken, after the lock) long before the rest of
+/// the bucket has moved down, and a registration from that waker succeeds.
+#[tokio::test(start_paused = true)]
+async fn a_huge_cascade_is_moved_a_batch_per_lock_hold() {
+    struct Probe {
+        timer: Timer,
+        cascades_when_woken: std::sync::Mutex<Option<u64>>,
+        registered: AtomicBool,
+    }
+    impl std::task::Wake for Probe {
+        fn wake(self: Arc<Self>) {
+            let m = self.timer.metrics(); // takes every shard's lock: it is free now
+            *self.cascades_when_woken.lock().unwrap() = Some(m.cascades);
+            let s = self.timer.try_sleep(Duration::from_secs(3600));
+            self.registered.store(s.is_ok(), SeqCst);
+        }
+    }
+
+    const N: u64 = 100_000;
+    let timer = Timer::builder().shards(1).build().unwrap();
+    // All in one level-2 bucket (4096 ms wide, expiring at 8192 ms); the probe first, due
+    // exactly at the bucket's expiration.
+    let start = Instant::now();
+    let probe = Arc::new(Probe {
+        timer: timer.clone(),
+        cascades_when_woken: std::sync::Mutex::new(None),
+        registered: AtomicBool::new(false),
+    });
+    let mut first = timer.sleep_until(start + ms(8192));
+    let waker = std::task::Waker::from(probe.clone());
+    assert!(Pin::new(&mut first)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    let rest: Vec<_> = (0..N)
+        .map(|i| timer.try_sleep_until(start + ms(8193 + i % 4000)).unwrap())
+        .collect();
+    assert_eq!(timer.metrics().levels, 3);
+
+    tokio::time::sleep_until(start + ms(8192)).await;
+    settle().await;
+    let cascaded = probe
+        .cascades_when_woken
+        .lock()
+        .unwrap()
+        .expect("the probe fired");
+    assert!(
+        cascaded < N / 10,
+        "the probe was woken only after {cascaded} of {N} entries had moved down"
+    );
+    assert!(probe.registered.load(SeqCst));
+    drop(rest);
+}
