@@ -884,3 +884,38 @@ async fn a_huge_cascade_is_moved_a_batch_per_lock_hold() {
     assert!(probe.registered.load(SeqCst));
     drop(rest);
 }
+
+/// Issue (on time under load): a task that registered a sleep (which, in the old design,
+/// queued the driver task on its worker) and then blocked its thread stalled every wheel timer
+/// of the runtime for as long as it blocked. Timers now fire inside Tokio's own timer
+/// processing, which the other worker runs: only the blocked worker's tasks wait. (Wall clock,
+/// with a wide margin: the old design was late by the whole 600 ms block.)
+#[test]
+fn a_blocked_worker_does_not_stall_the_other_workers_timers() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let blocker = tokio::spawn(async move {
+            let mut s = task::spawn(sleep_wheel(ms(5)));
+            assert_pending!(s.poll()); // registered from this worker
+            let _ = tx.send(());
+            std::thread::sleep(Duration::from_millis(600)); // a bug in user code
+        });
+        rx.await.unwrap();
+        let start = std::time::Instant::now();
+        let other = tokio::spawn(async move {
+            sleep_wheel(ms(20)).await;
+            start.elapsed()
+        });
+        let took = other.await.unwrap();
+        assert!(
+            took < Duration::from_millis(400),
+            "a 20 ms sleep on the free worker took {took:?} while the other worker was blocked"
+        );
+        blocker.await.unwrap();
+    });
+}
