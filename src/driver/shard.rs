@@ -175,14 +175,11 @@ impl Shard {
         true
     }
 
-    /// After an insert or reschedule: if it made a new bucket, tells the driver about the
-    /// shard's earliest expiration (the alarm moves only if that is earlier than planned).
+    /// After an insert or reschedule: if it made new work (a new bucket, a due entry...),
+    /// tells the driver when that work needs a wake (the alarm moves only if that is earlier
+    /// than planned).
     fn publish_head(&self, mut wheel: MutexGuard<'_, Wheel<Waker>>) {
-        let head = if wheel.take_new_head() {
-            wheel.next_expiration()
-        } else {
-            None
-        };
+        let head = wheel.take_new_head();
         drop(wheel);
         if let Some(head) = head {
             self.driver.on_new_head(head);
@@ -213,6 +210,8 @@ impl Shard {
             fired.cascades += wheel.stats().cascades - cascades_before;
             if !more {
                 fired.next = wheel.next_expiration();
+                // Cascades linked new buckets: the pass arms for them itself.
+                wheel.take_new_head();
                 #[cfg(debug_assertions)]
                 if wheel.len() <= 4096 {
                     wheel.assert_invariants();

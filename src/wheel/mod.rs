@@ -110,8 +110,13 @@ pub(crate) struct Wheel<T> {
     now_tick: u64,
     geo: Geometry,
     next_generation: u64,
-    /// Set when a link created work the wheel did not have before: a heap push or a due entry.
-    new_head: bool,
+    /// The earliest time at which work linked since the last `take_new_head` needs a wake,
+    /// when that work is new to anyone who last asked for the next expiration: a bucket pushed
+    /// to the heap, a due entry, a new imminent minimum, or anything joining an empty wheel.
+    new_head: Option<u64>,
+    /// The next link is the first entry of an empty wheel (it reports its wake time whatever
+    /// it joins).
+    first_entry: bool,
     /// How persistent entries' values are copied when they fire (set by `insert_persistent`).
     clone_value: Option<fn(&T) -> T>,
     stats: Stats,
@@ -154,7 +159,8 @@ impl<T> Wheel<T> {
             now_tick: 0,
             geo: Geometry::new(wheel_size, tick),
             next_generation: 1,
-            new_head: false,
+            new_head: None,
+            first_entry: false,
             clone_value: None,
             stats: Stats::default(),
         }
@@ -200,11 +206,10 @@ impl<T> Wheel<T> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
         }
-        // An empty wheel reports no next expiration, so whatever this entry joins (even a
-        // bucket whose heap item survived from before) is new to anyone who asked.
-        if self.entries.is_empty() {
-            self.new_head = true;
-        }
+        // A wheel with nothing to wait for (empty, or only parked entries) reports no next
+        // expiration, so whatever this entry joins (even a bucket whose heap item survived
+        // from before) is new to anyone who asked.
+        self.first_entry = self.entries.len() == self.parked_len;
         let generation = self.next_generation;
         self.next_generation += 1;
         let idx = self.entries.insert(Entry {
@@ -223,12 +228,20 @@ impl<T> Wheel<T> {
         })
     }
 
-    /// Whether an insert or reschedule since the last call may have moved
-    /// [`next_expiration`](Self::next_expiration) earlier than it was when last asked: it
-    /// created a bucket, a due entry, or the first entry of an empty wheel. Joining a bucket
-    /// of a non-empty wheel cannot: its heap item was already counted.
-    pub(crate) fn take_new_head(&mut self) -> bool {
-        std::mem::take(&mut self.new_head)
+    /// If an insert or reschedule since the last call may have moved
+    /// [`next_expiration`](Self::next_expiration) earlier than it was when last asked (it
+    /// created a bucket, a due entry, a new imminent minimum, or the first entry of an empty
+    /// wheel), the earliest time that new work needs a wake at. Joining a bucket of a
+    /// non-empty wheel reports nothing: its heap item was already counted. Whoever keeps a
+    /// wakeup no later than every reported time (and every answer of `next_expiration`) never
+    /// misses an entry.
+    pub(crate) fn take_new_head(&mut self) -> Option<u64> {
+        self.new_head.take()
+    }
+
+    /// Records that new work needs a wake at `at`.
+    fn report(&mut self, at: u64) {
+        self.new_head = Some(self.new_head.map_or(at, |h| h.min(at)));
     }
 
     /// Removes the entry, returning its value; `None` if the key is stale (removed or expired).
@@ -288,6 +301,8 @@ impl<T> Wheel<T> {
             self.entries[idx as usize].deadline = deadline;
         } else {
             self.unlink(idx);
+            // Nothing else waits (everything else parked, or nothing else): as for an insert.
+            self.first_entry = self.entries.len() - 1 == self.parked_len;
             self.entries[idx as usize].deadline = deadline;
             self.link(idx);
         }
@@ -465,9 +480,10 @@ impl<T> Wheel<T> {
     /// Files entry `idx` by its deadline, relative to the wheel's current time.
     fn link(&mut self, idx: u32) {
         let deadline = self.entries[idx as usize].deadline;
+        let first = std::mem::take(&mut self.first_entry);
         if deadline <= self.now {
             self.due.push_back(&mut self.entries, idx, DUE);
-            self.new_head = true;
+            self.report(self.now);
             return;
         }
         let tick = self.geo.tick_of(deadline);
@@ -475,8 +491,8 @@ impl<T> Wheel<T> {
             if self.imminent.is_empty() {
                 self.imminent_heap.clear(); // only stale items can be left
             }
-            if self.imminent_min().map_or(true, |m| deadline < m) {
-                self.new_head = true;
+            if first || self.imminent_min().map_or(true, |m| deadline < m) {
+                self.report(deadline);
             }
             self.imminent.push_back(&mut self.entries, idx, IMMINENT);
             let generation = self.entries[idx as usize].generation;
@@ -498,18 +514,23 @@ impl<T> Wheel<T> {
         let lvl = &mut self.levels[level];
         lvl.len += 1;
         let b = &mut lvl.buckets[slot];
-        if !(b.queued && b.expiration == expiration) {
+        let new_bucket = !(b.queued && b.expiration == expiration);
+        if new_bucket {
             debug_assert!(b.list.is_empty(), "a non-empty bucket has one expiration");
             if !b.queued {
                 lvl.queued += 1;
             }
             b.expiration = expiration;
             b.queued = true;
-            self.heap.push(expiration, id);
-            self.stats.heap_pushes += 1;
-            self.new_head = true;
         }
         b.list.push_back(&mut self.entries, idx, id);
+        if new_bucket {
+            self.heap.push(expiration, id);
+            self.stats.heap_pushes += 1;
+        }
+        if new_bucket || first {
+            self.report(expiration);
+        }
     }
 
     fn unlink(&mut self, idx: u32) {

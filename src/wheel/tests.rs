@@ -174,21 +174,37 @@ fn remove_then_advance_yields_nothing() {
 fn new_head_is_reported_when_it_can_move_the_next_expiration() {
     let mut w = Wheel::new(64);
     let a = w.insert(6000, 1).unwrap();
-    assert!(w.take_new_head(), "first bucket");
+    assert_eq!(
+        w.take_new_head(),
+        Some(4096),
+        "first bucket, at its expiration"
+    );
     let b = w.insert(6001, 2).unwrap();
-    assert!(!w.take_new_head(), "joining a waiting bucket moves nothing");
+    assert_eq!(
+        w.take_new_head(),
+        None,
+        "joining a waiting bucket moves nothing"
+    );
     w.insert(10, 3).unwrap();
-    assert!(w.take_new_head(), "an earlier bucket");
+    assert_eq!(w.take_new_head(), Some(10), "an earlier bucket");
     assert_eq!(drain(&mut w, 10).len(), 1);
     w.remove(a).unwrap();
     w.remove(b).unwrap();
     // Empty now: its next expiration is None, so joining the surviving bucket is news.
     assert_eq!(w.next_expiration(), None);
     w.insert(6002, 4).unwrap();
-    assert!(w.take_new_head(), "the first entry of an empty wheel");
+    assert_eq!(
+        w.take_new_head(),
+        Some(4096),
+        "the first entry of an empty wheel"
+    );
     assert_eq!(w.next_expiration(), Some(4096));
     w.insert(1, 5).unwrap();
-    assert!(w.take_new_head(), "a due entry");
+    assert_eq!(w.take_new_head(), Some(10), "a due entry, due now");
+    // Two new heads between calls: the earlier is reported.
+    w.insert(70_000, 6).unwrap();
+    w.insert(20, 7).unwrap();
+    assert_eq!(w.take_new_head(), Some(20));
     w.assert_invariants();
 }
 
@@ -425,6 +441,8 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
     let mut model = Naive::default();
     let mut keys: Vec<(Key, u64)> = Vec::new();
     let mut now = 0u64;
+    // What a driver arms for: every reported head, and the next expiration after each pass.
+    let mut armed = u64::MAX;
     for (id, op) in ops.into_iter().enumerate() {
         let id = id as u64;
         match op {
@@ -470,6 +488,8 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
                 );
                 got.sort_unstable();
                 assert_eq!(got, model.advance(now), "expiries at advance to {now}");
+                wheel.take_new_head(); // the pass arms for what it finds
+                armed = wheel.next_expiration().unwrap_or(u64::MAX);
             }
             Op::PartialAdvance(by, budget) => {
                 now = now.saturating_add(by);
@@ -485,6 +505,15 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
                 }
             }
             _ => {}
+        }
+        if let Some(head) = wheel.take_new_head() {
+            armed = armed.min(head);
+        }
+        if let Some(next) = wheel.next_expiration() {
+            assert!(
+                armed <= next,
+                "a driver armed for {armed} would miss {next}"
+            );
         }
         wheel.assert_invariants();
         assert_eq!(wheel.len(), model.len());
