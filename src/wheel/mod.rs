@@ -637,12 +637,15 @@ impl<T> Wheel<T> {
     }
 
     /// Releases empty levels at the top: the wheel holds no more levels than its furthest
-    /// entry needs, once the bucket heap has let go of their buckets too.
+    /// entry needs, once the bucket heap has let go of their buckets too. Level 0 stays (until
+    /// [`shrink_to_fit`](Self::shrink_to_fit)): a lone timer filed again and again (an interval,
+    /// a sleep in a loop) would otherwise allocate it anew each time.
     fn trim_levels(&mut self) {
-        while self
-            .levels
-            .last()
-            .is_some_and(|l| l.len == 0 && l.queued == 0)
+        while self.levels.len() > 1
+            && self
+                .levels
+                .last()
+                .is_some_and(|l| l.len == 0 && l.queued == 0)
         {
             self.levels.pop();
         }
