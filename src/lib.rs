@@ -94,6 +94,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;
+pub mod delay_queue;
 mod delayed_task;
 mod driver;
 mod error;
@@ -116,6 +117,7 @@ pub mod internals;
 struct ReadmeDoctests;
 
 pub use crate::builder::Builder;
+pub use crate::delay_queue::DelayQueue;
 pub use crate::delayed_task::{spawn_after, spawn_at, DelayedTask};
 pub use crate::error::{BuildError, DelayedError, Elapsed, TimerError};
 pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
