@@ -54,8 +54,9 @@ use crate::sleep::Sleep;
 use crate::timer::Timer;
 use crate::wheel::{self, Wheel};
 
-/// Width of a level-0 bucket of a queue's wheel (deadlines are kept exactly regardless).
-const TICK: Duration = Duration::from_millis(1);
+/// Width of a level-0 bucket of a queue's wheel, about 1 ms: a power of two of nanoseconds,
+/// so placing an item takes shifts, not divisions (deadlines are kept exactly regardless).
+const TICK: Duration = Duration::from_nanos(1 << 20);
 
 /// Buckets per level of a queue's wheel.
 const WHEEL_SIZE: usize = 64;
@@ -896,5 +897,39 @@ impl<T> std::fmt::Debug for DelayQueue<T> {
             .field("waits_on", &waits_on)
             .field("waits_until", &waits_until)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Moving items later leaves them where they are in the queue's wheel: no bucket is
+    /// created (no heap push) until their old slots come; moving them earlier does relink.
+    #[test]
+    fn a_later_reset_costs_no_relink() {
+        let mut q = DelayQueue::new();
+        let start = Instant::now();
+        let keys: Vec<Key> = (0..1000u64)
+            .map(|i| q.insert_at(i, start + Duration::from_millis(100 + i)))
+            .collect();
+        let before = q.wheel.stats();
+        for (i, key) in keys.iter().enumerate() {
+            q.reset_at(key, start + Duration::from_secs(3600 + i as u64));
+        }
+        assert_eq!(
+            q.wheel.stats(),
+            before,
+            "a later reset touched the wheel's buckets"
+        );
+        assert_eq!(q.peek(), Some(keys[0]));
+        assert_eq!(q.deadline(&keys[0]), start + Duration::from_secs(3600));
+
+        q.reset_at(&keys[999], start + Duration::from_millis(50));
+        assert!(
+            q.wheel.stats().heap_pushes > before.heap_pushes,
+            "an earlier one relinks"
+        );
+        assert_eq!(q.peek(), Some(keys[999]));
     }
 }
