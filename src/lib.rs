@@ -24,9 +24,16 @@
 //! ```
 //!
 //! The free functions ([`sleep_wheel`], [`sleep_wheel_until`], [`timeout`], [`timeout_at`],
-//! [`spawn_after`], [`spawn_at`]) use a default [`Timer`] (1 ms tick, 64 buckets per level, no
-//! limit) created lazily for each Tokio runtime, so two runtimes never share a driver. Build a
-//! [`Timer`] with [`Timer::builder`] to choose the tick, wheel size or a `max_pending` limit.
+//! [`spawn_after`], [`spawn_at`], [`interval`], [`interval_at`]) and [`DelayQueue::new`] use a
+//! default [`Timer`] (1 ms tick, 64 buckets per level, no limit) created lazily for each Tokio
+//! runtime, so two runtimes never share a driver. Build a [`Timer`] with [`Timer::builder`] to
+//! choose the tick, wheel size or a `max_pending` limit.
+//!
+//! For the periodic and keyed halves of a service's timers, [`Interval`] replaces
+//! `tokio::time::Interval` (same semantics, one wheel entry for its life, plus
+//! [`Interval::set_period`]) and [`DelayQueue`] replaces tokio-util's `DelayQueue` (same API,
+//! exact deadlines, no panic on far ones, no allocation per expiry): switching is a change of
+//! imports.
 //!
 //! # Guarantees
 //!
