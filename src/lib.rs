@@ -24,9 +24,16 @@
 //! ```
 //!
 //! The free functions ([`sleep_wheel`], [`sleep_wheel_until`], [`timeout`], [`timeout_at`],
-//! [`spawn_after`], [`spawn_at`]) use a default [`Timer`] (1 ms tick, 64 buckets per level, no
-//! limit) created lazily for each Tokio runtime, so two runtimes never share a driver. Build a
-//! [`Timer`] with [`Timer::builder`] to choose the tick, wheel size or a `max_pending` limit.
+//! [`spawn_after`], [`spawn_at`], [`interval`], [`interval_at`]) and [`DelayQueue::new`] use a
+//! default [`Timer`] (1 ms tick, 64 buckets per level, no limit) created lazily for each Tokio
+//! runtime, so two runtimes never share a driver. Build a [`Timer`] with [`Timer::builder`] to
+//! choose the tick, wheel size or a `max_pending` limit.
+//!
+//! For the periodic and keyed halves of a service's timers, [`Interval`] replaces
+//! `tokio::time::Interval` (same semantics, one wheel entry for its life, plus
+//! [`Interval::set_period`]) and [`DelayQueue`] replaces tokio-util's `DelayQueue` (same API,
+//! exact deadlines, no panic on far ones, no allocation per expiry): switching is a change of
+//! imports.
 //!
 //! # Guarantees
 //!
@@ -111,10 +118,13 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;
+pub mod delay_queue;
 mod delayed_task;
 mod driver;
 mod error;
+mod fallback;
 mod idle;
+mod interval;
 mod loom;
 mod metrics;
 mod on_timer;
@@ -143,9 +153,11 @@ pub mod internals;
 struct ReadmeDoctests;
 
 pub use crate::builder::Builder;
+pub use crate::delay_queue::DelayQueue;
 pub use crate::delayed_task::{spawn_after, spawn_at, DelayedTask};
 pub use crate::error::{BuildError, DelayedError, Elapsed, TimerError};
 pub use crate::idle::{IdleTimeout, IdleTimeoutBuilder};
+pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use crate::metrics::TimerMetrics;
 pub use crate::sleep::{sleep_wheel, sleep_wheel_until, Sleep};
 pub use crate::timeout::{timeout, timeout_at, Timeout};

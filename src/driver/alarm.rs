@@ -38,8 +38,9 @@ impl Alarm {
     pub(crate) fn set(&mut self, at: u64, instant: Instant, waker: &Waker, rt: &Handle) -> bool {
         if at == u64::MAX {
             // Nothing to wait for: drop a sleep still registered (it would wake Tokio's
-            // driver for nothing); keep a fired one for reuse.
-            if self.set_for.take().is_some() {
+            // driver for nothing); keep a fired one for reuse (no allocation on the next arm).
+            self.set_for = None;
+            if self.sleep.as_ref().is_some_and(|s| !s.is_elapsed()) {
                 self.sleep = None;
             }
             return false;

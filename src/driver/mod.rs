@@ -73,6 +73,8 @@ pub(crate) struct Driver {
     passes: std::sync::atomic::AtomicU64,
     /// Dropped with the driver, or at shutdown: lets the sentinel task end.
     sentinel: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    /// The runner's batch of wakers to wake, kept between passes so a pass allocates nothing.
+    batch: Mutex<Vec<Waker>>,
 }
 
 impl fmt::Debug for Driver {
@@ -138,6 +140,7 @@ impl Driver {
             runtime,
             passes: std::sync::atomic::AtomicU64::new(0),
             sentinel: std::sync::Mutex::new(None),
+            batch: Mutex::new(Vec::new()),
         });
         let shards: Box<[Arc<Shard>]> = (0..shards)
             .map(|_| Arc::new(Shard::new(wheel_size, driver.clone())))
@@ -271,7 +274,9 @@ impl Driver {
         self.arm.begin_pass();
         let mut next: Option<u64> = None;
         let mut total = Fired::default();
-        let mut wakers = Vec::new();
+        // Only the runner passes, so this lock is never contended; wakers run while it is
+        // held, but a waker can only ask for work, never become the runner (see `kick`).
+        let mut wakers = lock(&self.batch);
         for shard in self.shards() {
             let fired = shard.fire_due(now, &mut wakers);
             total.entries += fired.entries;
@@ -280,6 +285,7 @@ impl Driver {
                 next = Some(next.map_or(h, |n| n.min(h)));
             }
         }
+        drop(wakers);
         if total.entries > 0 || total.cascades > 0 {
             tracing::trace!(
                 fired = total.entries,

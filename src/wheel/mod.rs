@@ -119,6 +119,8 @@ pub(crate) struct Wheel<T> {
     first_entry: bool,
     /// How persistent entries' values are copied when they fire (set by `insert_persistent`).
     clone_value: Option<fn(&T) -> T>,
+    /// Keep the slab's memory when the wheel empties (see [`keep_capacity`](Self::keep_capacity)).
+    keep_capacity: bool,
     stats: Stats,
 }
 
@@ -162,8 +164,20 @@ impl<T> Wheel<T> {
             new_head: None,
             first_entry: false,
             clone_value: None,
+            keep_capacity: false,
             stats: Stats::default(),
         }
+    }
+
+    /// Keeps the slab's memory when the wheel empties, instead of giving a large one back:
+    /// for an owner that manages capacity itself (`reserve`, `shrink_to_fit`).
+    pub(crate) fn keep_capacity(&mut self) {
+        self.keep_capacity = true;
+    }
+
+    /// Makes room for at least `additional` more entries without reallocating.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.entries.reserve(additional);
     }
 
     /// The wheel's current time.
@@ -270,6 +284,12 @@ impl<T> Wheel<T> {
     pub(crate) fn deadline(&self, key: Key) -> Option<u64> {
         self.check(key)?;
         Some(self.entries[key.index as usize].deadline)
+    }
+
+    /// A reference to a pending entry's value.
+    pub(crate) fn get(&self, key: Key) -> Option<&T> {
+        self.check(key)?;
+        Some(&self.entries[key.index as usize].value)
     }
 
     /// A mutable reference to a pending entry's value.
@@ -400,6 +420,19 @@ impl<T> Wheel<T> {
     /// Removes every entry, returning the values, and resets the wheel (its time is kept).
     pub(crate) fn drain_all(&mut self) -> Vec<T> {
         let entries = std::mem::take(&mut self.entries);
+        self.unlink_all();
+        entries.into_iter().map(|(_, e)| e.value).collect()
+    }
+
+    /// Removes (and drops) every entry, keeping the slab's memory and the wheel's time. Keys
+    /// handed out before stay stale for good: generations keep counting.
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+        self.unlink_all();
+    }
+
+    /// Empties every list, level and heap (the entries themselves are the caller's business).
+    fn unlink_all(&mut self) {
         self.levels.clear();
         self.heap.clear();
         self.due = List::EMPTY;
@@ -408,7 +441,56 @@ impl<T> Wheel<T> {
         self.parked = List::EMPTY;
         self.parked_len = 0;
         self.flushing = None;
-        entries.into_iter().map(|(_, e)| e.value).collect()
+    }
+
+    /// The entry that [`poll`](Self::poll) hands out first once time allows: the head of the
+    /// due list if any entry is due, otherwise an entry with the earliest deadline (ties in
+    /// any order). Parked entries are not counted. `None` when no entry waits.
+    ///
+    /// Costs one look at every bucket, plus a walk of the buckets that can hold the earliest
+    /// deadline: an entry's deadline is never before its bucket's expiration, so only
+    /// buckets expiring before the best deadline found so far need a walk (usually one).
+    pub(crate) fn peek(&self) -> Option<Key> {
+        if self.due.head != NIL {
+            return Some(self.key_of(self.due.head));
+        }
+        let mut best: Option<(u64, u32)> = None;
+        let consider = |best: &mut Option<(u64, u32)>, list: &List| {
+            let mut idx = list.head;
+            while idx != NIL {
+                let d = self.entries[idx as usize].deadline;
+                if best.map_or(true, |(b, _)| d < b) {
+                    *best = Some((d, idx));
+                }
+                idx = self.entries[idx as usize].next;
+            }
+        };
+        consider(&mut best, &self.imminent);
+        let buckets = || {
+            self.levels
+                .iter()
+                .flat_map(|l| l.buckets.iter())
+                .filter(|b| !b.list.is_empty())
+        };
+        // The earliest bucket first, so that the pass below usually walks no other.
+        if let Some(first) = buckets().min_by_key(|b| b.expiration) {
+            if best.map_or(true, |(d, _)| first.expiration < d) {
+                consider(&mut best, &first.list);
+            }
+        }
+        for b in buckets() {
+            if best.map_or(true, |(d, _)| b.expiration < d) {
+                consider(&mut best, &b.list);
+            }
+        }
+        best.map(|(_, idx)| self.key_of(idx))
+    }
+
+    fn key_of(&self, idx: u32) -> Key {
+        Key {
+            index: idx,
+            generation: self.entries[idx as usize].generation,
+        }
     }
 
     /// Gives back memory held beyond what the pending entries need: the slab when empty, the
@@ -652,18 +734,21 @@ impl<T> Wheel<T> {
     /// insert costs no heap operation), and they are skipped when popped. A large slab is
     /// given back.
     fn on_empty(&mut self) {
-        if self.entries.capacity() > SHRINK_THRESHOLD {
+        if !self.keep_capacity && self.entries.capacity() > SHRINK_THRESHOLD {
             self.entries = Slab::new();
         }
     }
 
     /// Releases empty levels at the top: the wheel holds no more levels than its furthest
-    /// entry needs, once the bucket heap has let go of their buckets too.
+    /// entry needs, once the bucket heap has let go of their buckets too. Level 0 stays (until
+    /// [`shrink_to_fit`](Self::shrink_to_fit)): a lone timer filed again and again (an interval,
+    /// a sleep in a loop) would otherwise allocate it anew each time.
     fn trim_levels(&mut self) {
-        while self
-            .levels
-            .last()
-            .is_some_and(|l| l.len == 0 && l.queued == 0)
+        while self.levels.len() > 1
+            && self
+                .levels
+                .last()
+                .is_some_and(|l| l.len == 0 && l.queued == 0)
         {
             self.levels.pop();
         }

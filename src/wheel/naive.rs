@@ -80,6 +80,11 @@ impl Naive {
         self.deadline_of.len() + self.parked.len()
     }
 
+    /// The earliest deadline of an entry that waits (parked ones do not).
+    pub(crate) fn earliest(&self) -> Option<u64> {
+        self.by_deadline.keys().next().map(|&(d, _)| d)
+    }
+
     pub(crate) fn is_persistent(&self, id: u64) -> bool {
         self.persistent.contains(&id)
     }

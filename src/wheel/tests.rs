@@ -85,8 +85,10 @@ fn overflow_level_is_created_once_and_reused() {
     assert_eq!(w.levels(), 3);
     w.assert_invariants();
     assert_eq!(drain(&mut w, 5000).len(), 4);
-    // Empty levels are released once time has moved on.
-    assert_eq!(w.levels(), 0);
+    // Empty levels are released once time has moved on, except level 0, kept for reuse.
+    assert_eq!(w.levels(), 1);
+    w.shrink_to_fit();
+    assert_eq!(w.levels(), 0, "given back on demand");
 }
 
 #[test]
@@ -517,8 +519,23 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
         }
         wheel.assert_invariants();
         assert_eq!(wheel.len(), model.len());
+        check_peek(&wheel, &model);
         for &(key, id) in &keys {
             assert_eq!(wheel.is_parked(key), model.is_parked(id), "parked {id}");
+        }
+    }
+}
+
+/// `peek` names a waiting entry: one already due, or one with the model's earliest deadline.
+fn check_peek(wheel: &Wheel<u64>, model: &Naive) {
+    match wheel.peek() {
+        None => assert_eq!(model.earliest(), None, "peek missed a waiting entry"),
+        Some(key) => {
+            assert!(!wheel.is_parked(key), "peek named a parked entry");
+            let d = wheel.deadline(key).expect("peek names a live entry");
+            if d > wheel.now() {
+                assert_eq!(Some(d), model.earliest(), "peek is not the earliest");
+            }
         }
     }
 }
@@ -738,4 +755,50 @@ fn crowded_wide_bucket_hands_out_each_entry_in_order() {
         }
     }
     assert_eq!(count, n);
+}
+
+#[test]
+fn peek_finds_the_earliest_entry_even_behind_a_lazy_reschedule() {
+    let mut w = Wheel::new(64);
+    assert_eq!(w.peek(), None);
+    let a = w.insert(100, 1u64).unwrap();
+    let b = w.insert(5_000, 2).unwrap();
+    assert_eq!(w.peek(), Some(a));
+    // Moving `a` later is lazy: it stays in its early bucket, yet `b` is now the earliest.
+    assert!(w.reschedule(a, 10_000));
+    assert_eq!(w.peek(), Some(b));
+    // An entry already due comes first.
+    let c = w.insert(0, 3).unwrap();
+    assert_eq!(w.peek(), Some(c));
+    assert_eq!(w.poll(0).map(|e| e.key), Some(c));
+    assert_eq!(w.peek(), Some(b));
+}
+
+#[test]
+fn clear_keeps_memory_and_time_and_never_reuses_a_key() {
+    let mut w = Wheel::new(64);
+    let keys: Vec<Key> = (0..100).map(|i| w.insert(1_000 + i, i).unwrap()).collect();
+    assert!(drain(&mut w, 500).is_empty());
+    let cap = w.capacity();
+    w.clear();
+    w.assert_invariants();
+    assert!(w.is_empty() && w.capacity() == cap && w.now() == 500);
+    let fresh = w.insert(600, 7).unwrap();
+    assert!(keys.iter().all(|&k| !w.contains(k) && k != fresh));
+    assert_eq!(w.get(fresh), Some(&7));
+    assert_eq!(drain(&mut w, 600), vec![(600, 7)]);
+}
+
+#[test]
+fn keep_capacity_holds_the_slab_when_the_wheel_empties() {
+    let mut w = Wheel::new(64);
+    w.keep_capacity();
+    w.reserve(10_000);
+    let cap = w.capacity();
+    assert!(cap >= 10_000);
+    let k = w.insert(5, 1u64).unwrap();
+    assert_eq!(w.remove(k), Some(1));
+    assert_eq!(w.capacity(), cap, "kept although empty");
+    w.shrink_to_fit();
+    assert!(w.capacity() < cap, "given back on demand");
 }

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use tokio_timing_wheel::Sleep;
 
+pub(crate) mod alloc;
+
 /// `n` milliseconds.
 pub(crate) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -1,0 +1,941 @@
+//! A queue of values that come out when their deadline passes, keyed for removal and reset:
+//! the wheel's drop-in replacement for tokio-util's `DelayQueue`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use futures::StreamExt;
+//! use tokio_timing_wheel::delay_queue::DelayQueue;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! // Idle sessions: each expires 30 s after its last activity.
+//! let mut idle = DelayQueue::new();
+//! let alice = idle.insert("alice", Duration::from_secs(30));
+//! let bob = idle.insert("bob", Duration::from_secs(30));
+//! tokio::time::sleep(Duration::from_secs(20)).await;
+//! idle.reset(&alice, Duration::from_secs(30)); // alice did something
+//! let first = idle.next().await.unwrap();
+//! assert_eq!((first.key(), first.into_inner()), (bob, "bob"));
+//! let second = idle.next().await.unwrap();
+//! assert_eq!(second.into_inner(), "alice");
+//! # }
+//! ```
+//!
+//! # How it works, and how it differs from tokio-util's
+//!
+//! The items live in a hierarchical timing wheel of the queue's own (the crate's pure wheel:
+//! no lock, as the queue is used through `&mut self`), and the queue holds one registration
+//! on a [`Timer`] for the earliest of them, moved when that changes. So:
+//!
+//! - a deadline is kept exactly: [`DelayQueue::deadline`] and [`Expired::deadline`] return
+//!   the very instant given (tokio-util rounds to its 1 ms tick);
+//! - deadlines of any distance are accepted and far ones saturate (about 30 years for
+//!   `Duration::MAX`); tokio-util panics past 2^36 ms (about two years);
+//! - resetting an item to a later deadline costs no relink (it is re-filed when its old slot
+//!   comes), and neither does moving the head later;
+//! - handing out an item allocates nothing (tokio-util boxes a new `Sleep` at each pass);
+//! - inserting an earlier item, resetting one, [`clear`](DelayQueue::clear) and removing the
+//!   last item wake the task waiting on the queue;
+//! - [`peek`](DelayQueue::peek) names the item that comes out next;
+//! - [`DelayQueue::new`] and every method but [`poll_expired`](DelayQueue::poll_expired) work
+//!   outside a runtime: the default timer is looked up the first time a poll has to wait.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use futures::Stream;
+use tokio::time::Instant;
+
+use crate::driver::clock::{far_future, Clock};
+use crate::fallback::TokioSleep;
+use crate::sleep::Sleep;
+use crate::timer::Timer;
+use crate::wheel::{self, Wheel};
+
+/// Width of a level-0 bucket of a queue's wheel, about 1 ms: a power of two of nanoseconds,
+/// so placing an item takes shifts, not divisions (deadlines are kept exactly regardless).
+const TICK: Duration = Duration::from_nanos(1 << 20);
+
+/// Buckets per level of a queue's wheel.
+const WHEEL_SIZE: usize = 64;
+
+/// A queue of values that each come out once their deadline has passed.
+///
+/// Insert with [`insert`](DelayQueue::insert) or [`insert_at`](DelayQueue::insert_at), which
+/// return a [`Key`]; take expired values out with
+/// [`poll_expired`](DelayQueue::poll_expired) or as a [`Stream`] of [`Expired`] items; use the
+/// key to [`remove`](DelayQueue::remove) a value or [`reset`](DelayQueue::reset) its
+/// deadline. The API and semantics are tokio-util's; see the [module](self) for what is
+/// better here.
+///
+/// Values come out in deadline order, never before their deadline. A value whose deadline
+/// had already passed when it was inserted or reset is ready at once; such values come out
+/// first, in the order they were inserted or reset. When the queue is empty, the stream
+/// yields `None` (and may yield values again after more inserts).
+///
+/// # Panics
+///
+/// [`poll_expired`](DelayQueue::poll_expired) (and the stream) panics if it has to wait and
+/// the queue, made by [`new`](DelayQueue::new), finds no Tokio runtime with a time driver on
+/// the thread (the default timer is looked up then), or if the queue's timer was built with
+/// [`max_pending`](crate::Builder::max_pending) and is full. If the timer shuts down, the
+/// queue waits on Tokio's own timer from then on, rather than stopping.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+/// use tokio_timing_wheel::DelayQueue;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let start = Instant::now();
+/// let mut retries = DelayQueue::new();
+/// retries.insert("b", Duration::from_millis(200));
+/// retries.insert("a", Duration::from_millis(100));
+/// while let Some(item) = std::future::poll_fn(|cx| retries.poll_expired(cx)).await {
+///     println!("retry {} at {:?}", item.get_ref(), item.deadline() - start);
+/// }
+/// assert_eq!(start.elapsed(), Duration::from_millis(200));
+/// # }
+/// ```
+pub struct DelayQueue<T> {
+    wheel: Wheel<Slot<T>>,
+    /// Converts instants to the wheel's time (nanoseconds); starts at the first insert.
+    clock: Option<Clock>,
+    /// The wheel time of the latest clock reading: what is due at it is handed out without
+    /// reading the clock again.
+    seen: u64,
+    alarm: Alarm,
+    /// The wheel time the alarm was set for when a poll last had to wait (`u64::MAX`: none).
+    armed: u64,
+    /// The waker of the latest poll: woken when an insert or reset comes before `armed`,
+    /// and when the queue is emptied.
+    waker: Option<Waker>,
+}
+
+/// A value and the instant it was given, exactly.
+struct Slot<T> {
+    value: T,
+    deadline: Instant,
+}
+
+/// The queue's one registration on a timer, for the earliest item.
+enum Alarm {
+    /// The current runtime's default timer, not looked up yet.
+    Default,
+    Wheel(Sleep),
+    /// The timer shut down: Tokio's timer stands in.
+    Tokio(TokioSleep),
+}
+
+/// A handle to an item of a [`DelayQueue`], returned by the inserts.
+///
+/// Once its item is removed or has expired, a key never names another item of that queue,
+/// even one stored in the same place. A key means nothing to another queue.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tokio_timing_wheel::DelayQueue;
+///
+/// let mut queue = DelayQueue::new(); // no runtime needed until a poll waits
+/// let key = queue.insert(1, Duration::from_secs(1));
+/// assert_eq!(queue.remove(&key).into_inner(), 1);
+/// let other = queue.insert(2, Duration::from_secs(1)); // may reuse the slot, never the key
+/// assert_ne!(key, other);
+/// assert!(queue.try_remove(&key).is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key(wheel::Key);
+
+/// An item taken out of a [`DelayQueue`]: its value, its deadline and its key.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use futures::StreamExt;
+/// use tokio_timing_wheel::DelayQueue;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut queue = DelayQueue::new();
+/// let key = queue.insert(String::from("job"), Duration::from_millis(5));
+/// let deadline = queue.deadline(&key);
+/// let mut item = queue.next().await.unwrap();
+/// assert_eq!((item.key(), item.deadline()), (key, deadline));
+/// item.get_mut().push_str(" done");
+/// assert_eq!(item.get_ref(), "job done");
+/// assert_eq!(item.into_inner(), "job done");
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Expired<T> {
+    value: T,
+    deadline: Instant,
+    key: Key,
+}
+
+impl<T> Expired<T> {
+    /// The value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert("x", Duration::from_secs(1));
+    /// assert_eq!(*queue.remove(&key).get_ref(), "x");
+    /// ```
+    pub fn get_ref(&self) -> &T {
+        &self.value
+    }
+
+    /// The value, mutably.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert(1, Duration::from_secs(1));
+    /// let mut item = queue.remove(&key);
+    /// *item.get_mut() += 1;
+    /// assert_eq!(item.into_inner(), 2);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.value
+    }
+
+    /// The value, taken out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert(vec![1, 2], Duration::from_secs(1));
+    /// assert_eq!(queue.remove(&key).into_inner(), [1, 2]);
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+
+    /// The item's deadline: exactly the instant it was inserted or last reset with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// let at = Instant::now() + Duration::from_nanos(1_234_567); // not a whole millisecond
+    /// let key = queue.insert_at((), at);
+    /// assert_eq!(queue.remove(&key).deadline(), at);
+    /// ```
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The key the item had in the queue (it names nothing there any more).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert((), Duration::from_secs(1));
+    /// assert_eq!(queue.remove(&key).key(), key);
+    /// ```
+    pub fn key(&self) -> Key {
+        self.key
+    }
+}
+
+impl<T> DelayQueue<T> {
+    /// An empty queue on the current runtime's default timer, looked up the first time a poll
+    /// has to wait: creating one (and inserting, removing, resetting) needs no runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let queue: DelayQueue<u32> = DelayQueue::new();
+    /// assert!(queue.is_empty());
+    /// ```
+    pub fn new() -> DelayQueue<T> {
+        DelayQueue::with_alarm(Alarm::Default, 0)
+    }
+
+    /// An empty queue with room for `capacity` items before it reallocates, on the current
+    /// runtime's default timer (see [`new`](DelayQueue::new)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let queue: DelayQueue<u32> = DelayQueue::with_capacity(1000);
+    /// assert!(queue.capacity() >= 1000);
+    /// ```
+    pub fn with_capacity(capacity: usize) -> DelayQueue<T> {
+        DelayQueue::with_alarm(Alarm::Default, capacity)
+    }
+
+    fn with_alarm(alarm: Alarm, capacity: usize) -> DelayQueue<T> {
+        let mut wheel = Wheel::with_tick(WHEEL_SIZE, TICK.as_nanos() as u64);
+        // The queue's memory is the owner's to give back (`shrink_to_fit`), as in tokio-util.
+        wheel.keep_capacity();
+        wheel.reserve(capacity);
+        DelayQueue {
+            wheel,
+            clock: None,
+            seen: 0,
+            alarm,
+            armed: u64::MAX,
+            waker: None,
+        }
+    }
+
+    /// Inserts `value`, to come out once `timeout` has elapsed; a timeout too large to add
+    /// (such as `Duration::MAX`) means about 30 years.
+    ///
+    /// If the new item comes before the one the waiting task waits for, that task is woken.
+    ///
+    /// # Panics
+    ///
+    /// If the queue already holds about four billion items.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futures::StreamExt;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// queue.insert("later", Duration::from_secs(2));
+    /// queue.insert("sooner", Duration::from_secs(1));
+    /// queue.insert("in ten years", Duration::from_secs(10 * 365 * 86_400)); // no panic
+    /// assert_eq!(queue.next().await.unwrap().into_inner(), "sooner");
+    /// assert_eq!(queue.next().await.unwrap().into_inner(), "later");
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn insert(&mut self, value: T, timeout: Duration) -> Key {
+        let now = Instant::now();
+        if self.wheel.is_empty() {
+            // Start the wheel's time at now, so the item is filed in the lowest level it can
+            // be (the wheel's time otherwise stays where the last poll left it).
+            let now = self.clock().now_to_units(now);
+            self.seen = self.seen.max(now);
+            self.wheel.poll(self.seen);
+        }
+        self.insert_at(
+            value,
+            now.checked_add(timeout).unwrap_or_else(|| far_future(now)),
+        )
+    }
+
+    /// Inserts `value`, to come out once `deadline` has passed (at once if it has already).
+    ///
+    /// The deadline is kept exactly; deadlines centuries away wait forever rather than
+    /// panic. If the new item comes before the one the waiting task waits for, that task is
+    /// woken.
+    ///
+    /// # Panics
+    ///
+    /// If the queue already holds about four billion items.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futures::StreamExt;
+    /// use tokio::time::Instant;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// let at = Instant::now() + Duration::from_micros(1500);
+    /// let key = queue.insert_at("job", at);
+    /// assert_eq!(queue.deadline(&key), at);
+    /// assert_eq!(queue.next().await.unwrap().into_inner(), "job");
+    /// assert!(Instant::now() >= at); // never early
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn insert_at(&mut self, value: T, deadline: Instant) -> Key {
+        let units = self.clock().deadline_to_units(deadline);
+        let key = match self.wheel.insert(units, Slot { value, deadline }) {
+            Ok(key) => key,
+            Err(_) => {
+                panic!("tokio-timing-wheel: a DelayQueue holds at most about four billion items")
+            }
+        };
+        self.wake_if_before(units);
+        Key(key)
+    }
+
+    /// Removes the item of `key`, returning it.
+    ///
+    /// Removing the last item wakes the waiting task (the stream then yields `None`).
+    ///
+    /// # Panics
+    ///
+    /// If `key` names no item in the queue (it was removed or has expired already); use
+    /// [`try_remove`](DelayQueue::try_remove) to get `None` instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert("session", Duration::from_secs(30));
+    /// assert_eq!(queue.remove(&key).into_inner(), "session");
+    /// assert!(queue.is_empty());
+    /// ```
+    #[track_caller]
+    pub fn remove(&mut self, key: &Key) -> Expired<T> {
+        match self.try_remove(key) {
+            Some(item) => item,
+            None => panic!(
+                "tokio-timing-wheel: DelayQueue::remove: {key:?} names no item in this queue \
+                 (removed or expired already); use try_remove to handle that"
+            ),
+        }
+    }
+
+    /// Removes the item of `key`, returning it, or `None` if the key names no item in the
+    /// queue (removed or expired already).
+    ///
+    /// Removing the last item wakes the waiting task (the stream then yields `None`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert("session", Duration::from_secs(30));
+    /// assert!(queue.try_remove(&key).is_some());
+    /// assert!(queue.try_remove(&key).is_none());
+    /// ```
+    pub fn try_remove(&mut self, key: &Key) -> Option<Expired<T>> {
+        let slot = self.wheel.remove(key.0)?;
+        if self.wheel.is_empty() {
+            self.wake();
+        }
+        Some(Expired {
+            value: slot.value,
+            deadline: slot.deadline,
+            key: *key,
+        })
+    }
+
+    /// Moves the item of `key` to come out once `timeout` has elapsed from now (see
+    /// [`reset_at`](DelayQueue::reset_at)).
+    ///
+    /// # Panics
+    ///
+    /// If `key` names no item in the queue.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futures::StreamExt;
+    /// use tokio::time::Instant;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let start = Instant::now();
+    /// let mut idle = DelayQueue::new();
+    /// let conn = idle.insert("conn-1", Duration::from_secs(30));
+    /// tokio::time::sleep(Duration::from_secs(10)).await;
+    /// idle.reset(&conn, Duration::from_secs(30)); // activity: 30 s from now
+    /// idle.next().await;
+    /// assert_eq!(start.elapsed(), Duration::from_secs(40));
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn reset(&mut self, key: &Key, timeout: Duration) {
+        self.reset_at(
+            key,
+            crate::driver::clock::deadline_after(Instant::now(), timeout),
+        );
+    }
+
+    /// Moves the item of `key` to come out once `deadline` has passed.
+    ///
+    /// Moving it later costs no relink: the item stays where it is in the wheel and is
+    /// re-filed when its old slot comes. Moving it earlier than the item the waiting task
+    /// waits for (or into the past) wakes that task.
+    ///
+    /// # Panics
+    ///
+    /// If `key` names no item in the queue.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futures::StreamExt;
+    /// use tokio::time::Instant;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let start = Instant::now();
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert("x", Duration::from_secs(60));
+    /// queue.reset_at(&key, start + Duration::from_secs(5));
+    /// assert_eq!(queue.next().await.unwrap().deadline(), start + Duration::from_secs(5));
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn reset_at(&mut self, key: &Key, deadline: Instant) {
+        let Some(slot) = self.wheel.get_mut(key.0) else {
+            panic!("tokio-timing-wheel: DelayQueue::reset: {key:?} names no item in this queue (removed or expired already)");
+        };
+        slot.deadline = deadline;
+        let units = self.started_clock().deadline_to_units(deadline);
+        self.wheel.reschedule(key.0, units);
+        self.wake_if_before(units);
+    }
+
+    /// The deadline of the item of `key`: exactly the instant it was inserted or last reset
+    /// with.
+    ///
+    /// # Panics
+    ///
+    /// If `key` names no item in the queue.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// let at = Instant::now() + Duration::from_nanos(999);
+    /// let key = queue.insert_at((), at);
+    /// assert_eq!(queue.deadline(&key), at);
+    /// ```
+    #[track_caller]
+    pub fn deadline(&self, key: &Key) -> Instant {
+        match self.wheel.get(key.0) {
+            Some(slot) => slot.deadline,
+            None => panic!(
+                "tokio-timing-wheel: DelayQueue::deadline: {key:?} names no item in this queue"
+            ),
+        }
+    }
+
+    /// The key of the item that comes out next: the one with the earliest deadline (an item
+    /// inserted with a deadline already passed comes first, see [`DelayQueue`]), without
+    /// taking it out or waiting. `None` if the queue is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// assert_eq!(queue.peek(), None);
+    /// let _a = queue.insert("a", Duration::from_secs(10));
+    /// let b = queue.insert("b", Duration::from_secs(5));
+    /// let _c = queue.insert("c", Duration::from_secs(15));
+    /// assert_eq!(queue.peek(), Some(b));
+    /// ```
+    pub fn peek(&self) -> Option<Key> {
+        self.wheel.peek().map(Key)
+    }
+
+    /// Number of items in the queue (expired ones not yet taken out included).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// queue.insert((), Duration::from_secs(1));
+    /// assert_eq!(queue.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.wheel.len()
+    }
+
+    /// Whether the queue holds no item.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let queue = DelayQueue::<()>::new();
+    /// assert!(queue.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.wheel.is_empty()
+    }
+
+    /// How many items the queue can hold without reallocating.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let queue = DelayQueue::<()>::with_capacity(64);
+    /// assert!(queue.capacity() >= 64);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.wheel.capacity()
+    }
+
+    /// Makes room for at least `additional` more items without reallocating.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::<u8>::new();
+    /// queue.reserve(100);
+    /// assert!(queue.capacity() >= 100);
+    /// ```
+    pub fn reserve(&mut self, additional: usize) {
+        self.wheel.reserve(additional);
+    }
+
+    /// Removes every item (their keys name nothing from then on) and wakes the waiting task,
+    /// whose stream then yields `None`. Memory is kept for reuse; see
+    /// [`shrink_to_fit`](DelayQueue::shrink_to_fit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert(1, Duration::from_secs(1));
+    /// queue.clear();
+    /// assert!(queue.is_empty() && queue.try_remove(&key).is_none());
+    /// ```
+    pub fn clear(&mut self) {
+        let had_items = !self.wheel.is_empty();
+        self.wheel.clear();
+        self.disarm();
+        if had_items {
+            self.wake();
+        }
+    }
+
+    /// Gives back the memory not needed by the items in the queue.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::with_capacity(10_000);
+    /// queue.insert(1, Duration::from_secs(1));
+    /// queue.shrink_to_fit();
+    /// assert!(queue.capacity() < 10_000);
+    /// ```
+    pub fn shrink_to_fit(&mut self) {
+        self.wheel.shrink_to_fit();
+    }
+
+    /// Takes out the next item whose deadline has passed: `Ready(Some(item))`, or `Pending`
+    /// (the waker of `cx` is woken when one is due, or when the queue changes so that it
+    /// should look again), or `Ready(None)` if the queue is empty.
+    ///
+    /// Items already due come out without a clock read each: a burst of expired items costs
+    /// one wheel step per item, and allocates nothing.
+    ///
+    /// # Panics
+    ///
+    /// If it has to wait and the queue (made by [`new`](DelayQueue::new) or
+    /// [`with_capacity`](DelayQueue::with_capacity)) finds no Tokio runtime with a time driver
+    /// on this thread; or if the queue's timer was built with
+    /// [`max_pending`](crate::Builder::max_pending) and is full.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use std::future::poll_fn;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// queue.insert("a", Duration::from_millis(1));
+    /// let item = poll_fn(|cx| queue.poll_expired(cx)).await;
+    /// assert_eq!(item.unwrap().into_inner(), "a");
+    /// assert!(poll_fn(|cx| queue.poll_expired(cx)).await.is_none()); // empty
+    /// # }
+    /// ```
+    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            self.waker = Some(cx.waker().clone());
+        }
+        loop {
+            if let Some(item) = self.take_due() {
+                return Poll::Ready(Some(item));
+            }
+            if self.wheel.is_empty() {
+                self.disarm();
+                return Poll::Ready(None);
+            }
+            let now = self.started_clock().now_to_units(Instant::now());
+            if now > self.seen {
+                self.seen = now;
+                if let Some(item) = self.take_due() {
+                    return Poll::Ready(Some(item));
+                }
+            }
+            // Nothing is due: wait for the wheel's next expiration. That is after `seen` (all
+            // before it was handed out above), so once the alarm has gone off, the next clock
+            // reading is past `seen` and the wheel moves on: this loop cannot spin.
+            let head = self
+                .wheel
+                .next_expiration()
+                .expect("a non-empty queue waits for an item");
+            if head == u64::MAX {
+                // Only items beyond the clock's horizon (about 584 years from the first
+                // insert) are left: they never come out. Wait for a change to the queue.
+                self.disarm();
+                return Poll::Pending;
+            }
+            let at = self.started_clock().units_to_instant(head, Instant::now());
+            if self.poll_alarm(at, cx).is_pending() {
+                self.armed = head;
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// Hands out an item due at `self.seen`, if any.
+    fn take_due(&mut self) -> Option<Expired<T>> {
+        let e = self.wheel.poll(self.seen)?;
+        Some(Expired {
+            value: e.value.value,
+            deadline: e.value.deadline,
+            key: Key(e.key),
+        })
+    }
+
+    /// Waits on the timer for `at`, moving the registration there if needed (later is free).
+    fn poll_alarm(&mut self, at: Instant, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            match &mut self.alarm {
+                Alarm::Default => {
+                    let shard = crate::driver::registry::current_shard();
+                    self.alarm = Alarm::Wheel(Sleep::new(shard, at));
+                }
+                Alarm::Wheel(sleep) => {
+                    let mut sleep = Pin::new(sleep);
+                    if sleep.deadline() != at {
+                        sleep.as_mut().reset(at);
+                    }
+                    let ready = sleep.as_mut().poll(cx).is_ready();
+                    if !(ready && sleep.is_shutdown()) {
+                        return if ready {
+                            Poll::Ready(())
+                        } else {
+                            Poll::Pending
+                        };
+                    }
+                    self.alarm = Alarm::Tokio(TokioSleep::new(at));
+                }
+                Alarm::Tokio(sleep) => return sleep.poll_until(at, cx),
+            }
+        }
+    }
+
+    /// Removes the timer registration (nothing to wait for).
+    fn disarm(&mut self) {
+        if let Alarm::Wheel(sleep) = &mut self.alarm {
+            sleep.disarm();
+        }
+        self.armed = u64::MAX;
+    }
+
+    /// Wakes the task that polled last, if a change at wheel time `units` comes before what
+    /// it waits for.
+    fn wake_if_before(&mut self, units: u64) {
+        if units < self.armed {
+            self.wake();
+        }
+    }
+
+    fn wake(&mut self) {
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// The clock, started now if this is the first use.
+    fn clock(&mut self) -> &Clock {
+        self.clock.get_or_insert_with(|| Clock::new(TICK))
+    }
+
+    /// The clock, which the first insert started.
+    fn started_clock(&self) -> &Clock {
+        self.clock
+            .as_ref()
+            .expect("an item was inserted, which started the clock")
+    }
+}
+
+impl Timer {
+    /// An empty [`DelayQueue`] whose single timer registration is on this timer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futures::StreamExt;
+    /// use tokio_timing_wheel::Timer;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::builder().max_pending(10).build().unwrap();
+    /// let mut queue = timer.delay_queue();
+    /// for i in 0..1000 {
+    ///     queue.insert(i, Duration::from_millis(i));
+    /// }
+    /// assert_eq!(queue.next().await.unwrap().into_inner(), 0);
+    /// assert_eq!(queue.next().await.unwrap().into_inner(), 1);
+    /// assert!(timer.pending() <= 1, "a thousand items, one timer slot");
+    /// # }
+    /// ```
+    pub fn delay_queue<T>(&self) -> DelayQueue<T> {
+        self.delay_queue_with_capacity(0)
+    }
+
+    /// An empty [`DelayQueue`] on this timer, with room for `capacity` items before it
+    /// reallocates.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tokio_timing_wheel::Timer;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::builder().build().unwrap();
+    /// let queue = timer.delay_queue_with_capacity::<u64>(100);
+    /// assert!(queue.capacity() >= 100);
+    /// # }
+    /// ```
+    pub fn delay_queue_with_capacity<T>(&self, capacity: usize) -> DelayQueue<T> {
+        let sleep = Sleep::new(self.shard().clone(), Instant::now());
+        DelayQueue::with_alarm(Alarm::Wheel(sleep), capacity)
+    }
+}
+
+impl<T> Default for DelayQueue<T> {
+    fn default() -> DelayQueue<T> {
+        DelayQueue::new()
+    }
+}
+
+// The queue holds no self-references; values are never pinned.
+impl<T> Unpin for DelayQueue<T> {}
+
+impl<T> Stream for DelayQueue<T> {
+    type Item = Expired<T>;
+
+    /// As [`DelayQueue::poll_expired`].
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        self.get_mut().poll_expired(cx)
+    }
+}
+
+/// Bounded: the number of items and what the queue waits on; never the items or the timer.
+impl<T> std::fmt::Debug for DelayQueue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let waits_on = match (&self.alarm, self.armed) {
+            (_, u64::MAX) => None,
+            (Alarm::Tokio(_), _) => Some("tokio (the timer shut down)"),
+            _ => Some("the wheel"),
+        };
+        let waits_until = match (&self.clock, waits_on) {
+            (Some(clock), Some(_)) => Some(clock.units_to_instant(self.armed, Instant::now())),
+            _ => None,
+        };
+        f.debug_struct("DelayQueue")
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
+            .field("waits_on", &waits_on)
+            .field("waits_until", &waits_until)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Moving items later leaves them where they are in the queue's wheel: no bucket is
+    /// created (no heap push) until their old slots come; moving them earlier does relink.
+    #[test]
+    fn a_later_reset_costs_no_relink() {
+        let mut q = DelayQueue::new();
+        let start = Instant::now();
+        let keys: Vec<Key> = (0..1000u64)
+            .map(|i| q.insert_at(i, start + Duration::from_millis(100 + i)))
+            .collect();
+        let before = q.wheel.stats();
+        for (i, key) in keys.iter().enumerate() {
+            q.reset_at(key, start + Duration::from_secs(3600 + i as u64));
+        }
+        assert_eq!(
+            q.wheel.stats(),
+            before,
+            "a later reset touched the wheel's buckets"
+        );
+        assert_eq!(q.peek(), Some(keys[0]));
+        assert_eq!(q.deadline(&keys[0]), start + Duration::from_secs(3600));
+
+        q.reset_at(&keys[999], start + Duration::from_millis(50));
+        assert!(
+            q.wheel.stats().heap_pushes > before.heap_pushes,
+            "an earlier one relinks"
+        );
+        assert_eq!(q.peek(), Some(keys[999]));
+    }
+}

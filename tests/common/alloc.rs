@@ -1,0 +1,49 @@
+//! A global allocator that counts the allocations each thread makes, for tests that check a
+//! path allocates nothing. A test binary opts in with
+//! `#[global_allocator] static ALLOC: common::alloc::Counting = common::alloc::Counting;`;
+//! a `current_thread` runtime keeps the timer's driver on the test's thread, so its
+//! allocations count too.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Wraps the system allocator, counting allocations (and reallocations) per thread.
+pub(crate) struct Counting;
+
+fn count() {
+    // `try_with`: the thread may be tearing its locals down.
+    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every call is forwarded to `System` unchanged; only a thread-local counter is
+// updated on the side, and it is const-initialised without a destructor, so touching it
+// never allocates (no re-entry into the allocator).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        System.alloc(layout)
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        System.alloc_zeroed(layout)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+/// Allocations this thread has made so far.
+pub(crate) fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}

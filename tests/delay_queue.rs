@@ -1,0 +1,849 @@
+//! Integration tests for `DelayQueue` in paused time: the intents of tokio-util's delay-queue
+//! tests (order, remove, reset earlier and later, refill after empty, wake on an earlier
+//! insert, peek), what is better here (exact and far deadlines, wakes, no allocation per
+//! expiry, one timer registration), and a proptest against a `BTreeMap` model.
+
+use std::collections::{BTreeMap, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::StreamExt;
+use proptest::prelude::*;
+use tokio::time::{self, Instant};
+use tokio_test::{assert_pending, assert_ready, task};
+use tokio_timing_wheel::delay_queue::{DelayQueue, Expired, Key};
+use tokio_timing_wheel::Timer;
+
+mod common;
+use common::alloc::allocations;
+use common::{ms, panic_message, settle, step};
+
+#[global_allocator]
+static ALLOC: common::alloc::Counting = common::alloc::Counting;
+
+const YEAR: Duration = Duration::from_secs(365 * 86_400);
+
+macro_rules! poll {
+    ($queue:ident) => {
+        $queue.enter(|cx, mut queue| queue.poll_expired(cx))
+    };
+}
+
+macro_rules! assert_ready_some {
+    ($e:expr) => {{
+        match assert_ready!($e) {
+            Some(v) => v,
+            None => panic!("the queue is empty"),
+        }
+    }};
+}
+
+type Queue<T> = task::Spawn<DelayQueue<T>>;
+
+fn queue<T>() -> Queue<T> {
+    task::spawn(DelayQueue::new())
+}
+
+/// Takes out every item due now (never waiting), in the order they come.
+fn drain<T>(queue: &mut DelayQueue<T>) -> Vec<Expired<T>> {
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    let mut out = Vec::new();
+    while let Poll::Ready(Some(item)) = queue.poll_expired(&mut cx) {
+        out.push(item);
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn items_due_now_or_in_the_past_come_out_at_once() {
+    let mut q = queue();
+    let now = Instant::now();
+    q.insert_at("now", now);
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "now");
+    assert!(assert_ready!(poll!(q)).is_none());
+
+    step(ms(10)).await;
+    for name in ["1", "2", "3"] {
+        q.insert_at(name, now); // 10 ms in the past
+    }
+    let mut got: Vec<_> = (0..3)
+        .map(|_| assert_ready_some!(poll!(q)).into_inner())
+        .collect();
+    assert!(assert_ready!(poll!(q)).is_none());
+    got.sort_unstable();
+    assert_eq!(got, ["1", "2", "3"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_short_delay_wakes_the_task_at_its_deadline() {
+    let mut q = queue();
+    let now = Instant::now();
+    q.insert_at("foo", now + ms(5));
+    assert_pending!(poll!(q));
+    step(ms(1)).await;
+    assert!(!q.is_woken());
+    assert_pending!(poll!(q));
+    step(ms(4)).await;
+    assert!(q.is_woken());
+    let item = assert_ready_some!(poll!(q));
+    assert_eq!((*item.get_ref(), item.deadline()), ("foo", now + ms(5)));
+    assert!(assert_ready!(poll!(q)).is_none());
+}
+
+/// Each item comes out exactly at its deadline (stepping 1 ms at a time); the queue may also
+/// be woken where a far item moves down the wheel, but then has nothing to give.
+#[tokio::test(start_paused = true)]
+async fn items_come_out_in_order_each_at_its_deadline() {
+    let long = 262_144 + 9 * 4096;
+    let delays = [1000, 2, 234, long, 60, 10];
+    let mut q = queue();
+    let start = Instant::now();
+    for d in delays {
+        q.insert_at(d, start + ms(d));
+    }
+    assert_pending!(poll!(q));
+    let mut spurious = 0;
+    for elapsed in 1..=1200 {
+        step(ms(1)).await;
+        if delays.contains(&elapsed) {
+            assert!(q.is_woken(), "not woken at {elapsed} ms");
+            assert_eq!(assert_ready_some!(poll!(q)).into_inner(), elapsed);
+            assert_pending!(poll!(q));
+        } else if q.is_woken() {
+            spurious += 1;
+            assert_pending!(poll!(q), "an item before its deadline at {elapsed} ms");
+        }
+    }
+    assert!(spurious <= 4, "{spurious} wakes with nothing due");
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.peek().map(|k| q.deadline(&k)), Some(start + ms(long)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn removed_items_never_come_out() {
+    let mut q = queue();
+    let key = q.insert_at("foo", Instant::now() + ms(5));
+    assert_pending!(poll!(q));
+    assert_eq!(q.remove(&key).into_inner(), "foo");
+    assert!(q.is_woken(), "removing the last item wakes the task");
+    step(ms(10)).await;
+    assert!(assert_ready!(poll!(q)).is_none());
+
+    // An item already due but not yet taken out can be removed too.
+    let now = Instant::now();
+    step(ms(10)).await;
+    let key = q.insert_at("bar", now);
+    assert_eq!(q.remove(&key).into_inner(), "bar");
+    assert!(q.is_empty());
+
+    // Of two items due in the same slot, take one out, remove the other.
+    let now = Instant::now();
+    let k1 = q.insert_at("one", now + ms(64));
+    let k2 = q.insert_at("two", now + ms(64));
+    step(ms(80)).await;
+    let first = assert_ready_some!(poll!(q)).key();
+    let other = if first == k1 { k2 } else { k1 };
+    q.remove(&other);
+    assert!(assert_ready!(poll!(q)).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_later_delays_the_item_and_is_never_early() {
+    let mut q = queue();
+    let now = Instant::now();
+    let key = q.insert_at("foo", now + ms(5));
+    assert_pending!(poll!(q));
+    step(ms(1)).await;
+    q.reset_at(&key, now + ms(10));
+    assert_eq!(q.deadline(&key), now + ms(10));
+    assert_pending!(poll!(q));
+    step(ms(7)).await; // 8 ms: past the old deadline, which may wake the task for nothing
+    assert_pending!(poll!(q));
+    step(ms(1)).await;
+    assert!(!q.is_woken());
+    step(ms(1)).await; // 10 ms
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "foo");
+    assert!(assert_ready!(poll!(q)).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_earlier_wakes_the_task_in_time() {
+    // Far later, then earlier than the first deadline (tokio#849).
+    let mut q = queue();
+    let now = Instant::now();
+    step(ms(1)).await;
+    let key = q.insert_at("foo", now + ms(200));
+    assert_pending!(poll!(q));
+    step(ms(3)).await;
+    q.reset_at(&key, now + ms(50));
+    assert!(q.is_woken(), "an earlier reset wakes the waiting task");
+    assert_pending!(poll!(q));
+    step(ms(20)).await;
+    q.reset_at(&key, now + ms(40));
+    assert_pending!(poll!(q));
+    step(ms(15)).await; // 39 ms
+    assert!(!q.is_woken());
+    step(ms(1)).await;
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).deadline(), now + ms(40));
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_into_the_past_wakes_and_comes_out_at_once() {
+    let mut q = queue();
+    let key = q.insert("foo", ms(10_000));
+    assert_pending!(poll!(q));
+    assert!(!q.is_woken());
+    step(ms(200)).await;
+    q.reset_at(&key, Instant::now() - ms(100));
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "foo");
+    assert!(assert_ready!(poll!(q)).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_item_inserted_expired_can_be_reset_into_the_future() {
+    step(ms(1000)).await;
+    let mut q = queue();
+    let now = Instant::now();
+    let key = q.insert_at("foo", now - ms(100));
+    q.reset_at(&key, now + ms(100));
+    q.reset_at(&key, now + ms(50));
+    assert_eq!(q.len(), 1);
+    assert_pending!(poll!(q));
+    step(ms(49)).await;
+    assert_pending!(poll!(q));
+    step(ms(1)).await;
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "foo");
+    assert!(q.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn resets_of_several_items_keep_deadline_order() {
+    let mut q = queue();
+    let now = Instant::now();
+    let one = q.insert_at("one", now + ms(200));
+    let two = q.insert_at("two", now + ms(250));
+    assert_pending!(poll!(q));
+    q.reset_at(&one, now + ms(300));
+    q.reset_at(&two, now + ms(350));
+    q.reset_at(&one, now + ms(400));
+    step(ms(310)).await;
+    assert_pending!(poll!(q));
+    step(ms(40)).await;
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "two");
+    assert_pending!(poll!(q));
+    step(ms(50)).await;
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "one");
+    assert!(assert_ready!(poll!(q)).is_none());
+
+    // Either item reset earlier than the other comes out first; the first one moved later
+    // lets the second come out at its own deadline.
+    for (moved, earlier, expect) in [(0, true, "one"), (1, true, "two"), (0, false, "two")] {
+        let now = Instant::now();
+        let keys = [
+            q.insert_at("one", now + ms(200)),
+            q.insert_at("two", now + ms(250)),
+        ];
+        assert_pending!(poll!(q));
+        q.reset_at(&keys[moved], now + ms(if earlier { 100 } else { 300 }));
+        step(ms(if earlier { 100 } else { 250 })).await;
+        assert!(q.is_woken());
+        assert_eq!(assert_ready_some!(poll!(q)).into_inner(), expect);
+        q.clear();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn inserting_an_earlier_item_wakes_the_waiting_task() {
+    let mut q = queue();
+    let now = Instant::now();
+    q.insert_at("one", now + ms(200));
+    assert_pending!(poll!(q));
+    q.insert_at("later", now + ms(300));
+    assert!(!q.is_woken(), "a later item needs no wake");
+    q.insert_at("two", now + ms(100));
+    assert!(q.is_woken(), "an earlier item wakes the task at once");
+    assert_pending!(poll!(q));
+    // (The task may be woken where the item moves down the wheel, at 64 ms, for nothing.)
+    step(ms(99)).await;
+    assert_pending!(poll!(q));
+    step(ms(1)).await;
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "two");
+
+    // An item in the past, inserted while the task waits, comes out at once.
+    assert_pending!(poll!(q));
+    q.insert_at("past", now + ms(40));
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "past");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_queue_refills_after_it_empties() {
+    let mut q = queue();
+    let now = Instant::now();
+    for name in ["1", "2", "3"] {
+        q.insert_at(name, now + ms(100));
+    }
+    assert_pending!(poll!(q));
+    step(ms(100)).await;
+    assert!(q.is_woken());
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        got.push(assert_ready_some!(poll!(q)).into_inner());
+        q.insert_at("later", now + ms(500)); // inserts between items taken out
+    }
+    got.sort_unstable();
+    assert_eq!(got, ["1", "2", "3"]);
+    assert_eq!(q.len(), 3);
+    assert_pending!(poll!(q));
+
+    // Emptied, then filled again: the stream goes on.
+    q.clear();
+    assert!(q.is_woken(), "clear wakes the task");
+    assert!(assert_ready!(poll!(q)).is_none());
+    q.insert("again", ms(5));
+    assert!(q.is_woken(), "an insert into an empty queue wakes its task");
+    assert_pending!(poll!(q));
+    step(ms(5)).await;
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "again");
+}
+
+#[tokio::test]
+async fn polling_an_emptied_queue_gives_none() {
+    // Real time, as in tokio-util's test.
+    let mut q = queue();
+    let key = q.insert(0, Duration::from_secs(10));
+    assert_pending!(poll!(q));
+    q.remove(&key);
+    assert!(assert_ready!(poll!(q)).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn peek_names_the_item_that_comes_out_next() {
+    let mut q = queue();
+    let now = Instant::now();
+    let foo = q.insert_at("foo", now + ms(5));
+    let bar = q.insert_at("bar", now);
+    let baz = q.insert_at("baz", now + ms(10));
+    assert_eq!(q.peek(), Some(bar));
+    step(ms(6)).await;
+    assert_eq!(q.peek(), Some(bar));
+    assert_eq!(assert_ready_some!(poll!(q)).key(), bar);
+    assert_eq!(q.peek(), Some(foo));
+    assert_eq!(assert_ready_some!(poll!(q)).key(), foo);
+    assert_eq!(q.peek(), Some(baz));
+    assert_pending!(poll!(q));
+    step(ms(5)).await;
+    assert_eq!(q.peek(), Some(baz));
+    assert_eq!(assert_ready_some!(poll!(q)).key(), baz);
+    assert_eq!(q.peek(), None);
+
+    // Items sharing a slot of a higher level, and one moved later (it stays in its early
+    // slot until that comes): peek still names the earliest.
+    let now = Instant::now();
+    let early = q.insert_at("early", now + ms(100));
+    let late = q.insert_at("late", now + ms(120));
+    assert_eq!(q.peek(), Some(early));
+    q.reset_at(&early, now + ms(130));
+    assert_eq!(q.peek(), Some(late));
+    step(ms(125)).await;
+    assert_eq!(assert_ready_some!(poll!(q)).key(), late);
+    assert_eq!(q.peek(), Some(early));
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadlines_are_exact_and_far_ones_saturate_instead_of_panicking() {
+    let mut q = queue();
+    let now = Instant::now();
+    let odd = now + Duration::from_nanos(1_234_567);
+    let k_odd = q.insert_at("odd", odd);
+    let k_3y = q.insert("three years", 3 * YEAR); // tokio-util panics past 2^36 ms
+    let far = now + 1000 * YEAR; // beyond the wheel's 584 years: waits forever
+    let k_far = q.insert_at("a millennium", far);
+    let k_max = q.insert("Duration::MAX", Duration::MAX); // about 30 years
+    assert_eq!(q.deadline(&k_odd), odd, "not rounded to a millisecond");
+    assert_eq!(q.deadline(&k_3y), now + 3 * YEAR);
+    assert_eq!(q.deadline(&k_far), far);
+    assert!(q.deadline(&k_max) >= now + 29 * YEAR);
+
+    step(ms(2)).await;
+    let item = assert_ready_some!(poll!(q));
+    assert_eq!((item.key(), item.deadline()), (k_odd, odd));
+    step(2 * YEAR).await;
+    assert_pending!(poll!(q));
+    step(YEAR).await;
+    let item = assert_ready_some!(poll!(q));
+    assert_eq!((item.key(), item.deadline()), (k_3y, now + 3 * YEAR));
+    step(30 * YEAR).await;
+    assert_eq!(assert_ready_some!(poll!(q)).key(), k_max);
+    assert_pending!(poll!(q));
+    assert_eq!(q.peek(), Some(k_far));
+
+    // A queue that has lived past 2^36 ms still takes new items (tokio-util's regression).
+    let mut q2 = DelayQueue::new();
+    for _ in 0..2 {
+        time::advance(ms(1 << 35)).await;
+        q2.insert(0, ms(0));
+        q2.next().await;
+    }
+    q2.insert(1, ms(1));
+    assert_eq!(q2.next().await.unwrap().into_inner(), 1);
+}
+
+/// Paused time can run past the queue's clock horizon (584 years after its first insert):
+/// the items beyond it never come out (nor would new ones), and the queue waits instead of
+/// spinning.
+#[tokio::test(start_paused = true)]
+async fn a_clock_past_the_horizon_neither_spins_nor_loses_items() {
+    let mut q = task::spawn(DelayQueue::new());
+    let now = Instant::now();
+    let never = q.insert_at("never", now + 1000 * YEAR);
+    q.insert_at("soon", now + ms(5));
+    time::advance(999 * YEAR).await;
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "soon");
+    assert_pending!(poll!(q));
+    step(ms(1)).await;
+    assert!(!q.is_woken(), "waits, for nothing will ever be due");
+    assert_pending!(poll!(q));
+    assert_eq!(q.peek(), Some(never));
+    assert_eq!(q.remove(&never).deadline(), now + 1000 * YEAR);
+    assert!(q.is_woken() && assert_ready!(poll!(q)).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn keys_are_never_confused_after_their_slot_is_reused() {
+    let mut q = DelayQueue::new();
+    let old = q.insert("old", ms(10));
+    q.remove(&old);
+    let new = q.insert("new", ms(10));
+    assert_ne!(old, new);
+    assert!(q.try_remove(&old).is_none());
+    type Attempt = fn(&mut DelayQueue<&'static str>, Key);
+    let attempts: [Attempt; 3] = [
+        |q, key| {
+            q.remove(&key);
+        },
+        |q, key| q.reset(&key, ms(1)),
+        |q, key| {
+            let _ = q.deadline(&key);
+        },
+    ];
+    for attempt in attempts {
+        let err = catch_unwind(AssertUnwindSafe(|| attempt(&mut q, old))).unwrap_err();
+        assert!(panic_message(&*err).contains("names no item"));
+    }
+    assert_eq!(q.len(), 1);
+
+    // An expired item's key is stale too.
+    let item = q.next().await.unwrap();
+    assert_eq!(item.key(), new);
+    let newer = q.insert("newer", ms(10));
+    assert!(q.try_remove(&new).is_none());
+    assert_eq!(q.remove(&newer).into_inner(), "newer");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_is_a_stream_in_deadline_order() {
+    let start = Instant::now();
+    let mut q = DelayQueue::with_capacity(16);
+    for (name, at) in [("c", 30), ("a", 10), ("d", 40), ("b", 20)] {
+        q.insert_at(name, start + ms(at));
+    }
+    let got: Vec<_> = q
+        .by_ref()
+        .take(4)
+        .map(|e| (e.into_inner(), Instant::now() - start))
+        .collect()
+        .await;
+    assert_eq!(
+        got,
+        [("a", ms(10)), ("b", ms(20)), ("c", ms(30)), ("d", ms(40))]
+    );
+    assert!(q.next().await.is_none(), "an empty queue ends the stream");
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_timer_registration_for_the_whole_queue() {
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let mut q = timer.delay_queue_with_capacity(1000);
+    let start = Instant::now();
+    for i in 0..1000u64 {
+        q.insert_at(i, start + ms(1 + i % 97));
+    }
+    let mut last = Duration::ZERO;
+    for _ in 0..1000 {
+        let item = q.next().await.unwrap();
+        let at = Instant::now() - start;
+        assert!(at >= last && item.deadline() <= Instant::now());
+        last = at;
+        assert!(timer.pending() <= 1);
+    }
+    assert!(q.next().await.is_none());
+    assert_eq!(timer.pending(), 0, "an empty queue holds no registration");
+}
+
+#[tokio::test(start_paused = true)]
+async fn moving_the_head_later_touches_neither_wheel_nor_timer() {
+    let timer = Timer::builder().build().unwrap();
+    let mut q = task::spawn(timer.delay_queue());
+    let now = Instant::now();
+    let head = q.insert_at("head", now + ms(10));
+    q.insert_at("next", now + ms(50));
+    assert_pending!(poll!(q));
+    let before = timer.metrics();
+    q.reset_at(&head, now + ms(100));
+    let next = q.peek().unwrap();
+    assert_eq!(q.remove(&next).into_inner(), "next");
+    assert_eq!(
+        timer.metrics(),
+        before,
+        "the registration stays where it is"
+    );
+    assert!(!q.is_woken());
+    // The old registration goes off at 10 ms with nothing due; the item comes at 100 ms.
+    step(ms(10)).await;
+    assert_pending!(poll!(q));
+    step(ms(89)).await;
+    assert_pending!(poll!(q));
+    step(ms(1)).await;
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "head");
+}
+
+/// Taking expired items out allocates nothing (tokio-util boxes a new `Sleep` at each
+/// pass). Checked in release builds: a poll that re-arms the queue for a head already due
+/// runs the timer's firing pass inline, and in debug builds that pass checks the wheel's
+/// invariants, which allocates.
+#[tokio::test(start_paused = true)]
+async fn expiring_items_allocates_nothing() {
+    // Round 0 warms the queue up, round 1 the timer's wheel (a level it never needed while
+    // every head was less than a tick away); round 2 is measured.
+    let mut q = task::spawn(DelayQueue::with_capacity(10_000));
+    for round in 0..3 {
+        let start = Instant::now();
+        for i in 0..10_000u64 {
+            q.insert_at(i, start + Duration::from_micros(1 + i * 37 % 20_000));
+        }
+        let mut polls = 0;
+        let mut taken = 0;
+        while taken < 10_000 {
+            let before = allocations();
+            while let Poll::Ready(Some(_)) = poll!(q) {
+                taken += 1;
+            }
+            polls += allocations() - before;
+            step(ms(1)).await;
+        }
+        if round == 2 && !cfg!(debug_assertions) {
+            assert_eq!(polls, 0, "allocations while taking 10k items out");
+        }
+    }
+
+    let mut q = DelayQueue::with_capacity(1000);
+    for round in 0..3 {
+        let start = Instant::now();
+        for i in 0..1000u64 {
+            q.insert_at(i, start + ms(1 + i % 50));
+        }
+        let before = allocations();
+        for _ in 0..1000 {
+            q.next().await.unwrap();
+        }
+        if round == 2 && !cfg!(debug_assertions) {
+            assert_eq!(allocations() - before, 0, "allocations in 1000 expiries");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_shutdown_items_still_come_out_on_time_without_spinning() {
+    let timer = Timer::builder().build().unwrap();
+    let mut q = task::spawn(timer.delay_queue());
+    let now = Instant::now();
+    q.insert_at("a", now + ms(10));
+    q.insert_at("b", now + ms(20));
+    assert_pending!(poll!(q));
+    timer.shutdown();
+    settle().await;
+    assert_pending!(poll!(q), "the shutdown is not an expiry");
+    settle().await;
+    assert!(
+        !q.is_woken(),
+        "nothing wakes it before the next item: no spin"
+    );
+    step(ms(10)).await;
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "a");
+    assert_pending!(poll!(q));
+    step(ms(10)).await;
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "b");
+    assert!(format!("{:?}", *q).contains("len: 0"));
+}
+
+#[test]
+fn everything_but_a_waiting_poll_works_outside_a_runtime() {
+    let mut q = DelayQueue::new();
+    let a = q.insert("a", ms(10));
+    let b = q.insert_at("b", Instant::now() + ms(5));
+    q.reset(&a, ms(1));
+    assert_eq!(q.peek(), Some(a));
+    assert_eq!(q.len(), 2);
+    assert_eq!(q.remove(&b).into_inner(), "b");
+    q.shrink_to_fit();
+
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    std::thread::sleep(ms(2));
+    assert_eq!(drain(&mut q).len(), 1, "a due item needs no timer");
+    assert!(matches!(q.poll_expired(&mut cx), Poll::Ready(None)));
+
+    q.insert("c", Duration::from_secs(60));
+    let err = catch_unwind(AssertUnwindSafe(|| q.poll_expired(&mut cx))).unwrap_err();
+    assert!(
+        panic_message(&*err).contains("Tokio 1.x runtime"),
+        "{}",
+        panic_message(&*err)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_timer_panics_when_the_queue_has_to_wait() {
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let _holds_the_slot = timer.try_sleep(Duration::from_secs(60)).unwrap();
+    let mut q = task::spawn(timer.delay_queue());
+    q.insert("x", ms(10));
+    let err = catch_unwind(AssertUnwindSafe(|| poll!(q))).unwrap_err();
+    assert!(panic_message(&*err).contains("timer is full"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn send_sync_unpin_and_bounded_debug() {
+    fn assert_traits<T: Send + Sync + Unpin + std::fmt::Debug>() {}
+    assert_traits::<DelayQueue<u64>>();
+    assert_traits::<Expired<String>>();
+    fn assert_key<T: Copy + Eq + std::hash::Hash + std::fmt::Debug + Send + Sync>() {}
+    assert_key::<Key>();
+
+    let mut q = task::spawn(DelayQueue::new());
+    for i in 0..10_000u64 {
+        q.insert(format!("item {i} with a long description"), ms(1 + i));
+    }
+    assert_pending!(poll!(q));
+    let printed = format!("{:?}", *q);
+    assert!(printed.len() < 200, "{} bytes: {printed}", printed.len());
+    assert!(printed.contains("len: 10000"), "{printed}");
+}
+
+// The model: a `BTreeMap` of pending items by `(deadline, id)`.
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Insert at now + this many microseconds (negative: in the past), or far away.
+    Insert(i64),
+    /// Insert with `insert(value, Duration)`.
+    InsertAfter(u64),
+    Remove(usize),
+    Reset(usize, i64),
+    /// Advance time by this many microseconds, then take out everything due.
+    Advance(u64),
+    /// Advance time to exactly an item's deadline (or one nanosecond before it), then take
+    /// out everything due.
+    AdvanceTo(usize, bool),
+    Clear,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let offset = prop_oneof![
+        6 => -2_000i64..300_000,
+        2 => 0i64..5_000,
+        1 => Just(0i64),
+        1 => Just(i64::MAX), // beyond the horizon: never comes out
+        1 => 0i64..(3 * 365 * 86_400_000_000), // up to three years
+    ];
+    prop_oneof![
+        6 => offset.clone().prop_map(Op::Insert),
+        1 => (0u64..200_000).prop_map(Op::InsertAfter),
+        2 => any::<usize>().prop_map(Op::Remove),
+        3 => (any::<usize>(), offset).prop_map(|(i, o)| Op::Reset(i, o)),
+        4 => prop_oneof![0u64..1_000, 0u64..100_000, 0u64..(400 * 86_400_000_000)]
+            .prop_map(Op::Advance),
+        2 => (any::<usize>(), any::<bool>()).prop_map(|(i, exact)| Op::AdvanceTo(i, exact)),
+        1 => Just(Op::Clear),
+    ]
+}
+
+/// The model of one item: its deadline, and the queue time when it was (re)filed: an item
+/// whose deadline the queue had already gone past comes out at once, ahead of the rest.
+#[derive(Debug, Clone, Copy)]
+struct Model {
+    deadline: Instant,
+    filed_at: Instant,
+}
+
+impl Model {
+    fn order(&self) -> Instant {
+        self.deadline.max(self.filed_at)
+    }
+}
+
+/// `now` plus `micros` (minus, if negative); `i64::MAX` means `far`, beyond the wheel's
+/// horizon (about 584 years), where every deadline is the same: never.
+fn at(now: Instant, micros: i64, far: Instant) -> Instant {
+    match micros {
+        i64::MAX => far,
+        0.. => now + Duration::from_micros(micros as u64),
+        _ => now - Duration::from_micros(micros.unsigned_abs()),
+    }
+}
+
+fn run_model(ops: Vec<Op>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        time::advance(Duration::from_secs(1)).await; // room for deadlines in the past
+        let mut q = DelayQueue::new();
+        let mut by_deadline: BTreeMap<(Instant, u64), Key> = BTreeMap::new();
+        let mut items: HashMap<u64, Model> = HashMap::new();
+        let mut keys: Vec<(Key, u64)> = Vec::new();
+        // The latest time the queue read the clock at: where its wheel stands.
+        let mut queue_time = Instant::now();
+        let far = queue_time + 1000 * YEAR;
+        for (id, op) in ops.into_iter().enumerate() {
+            let id = id as u64;
+            let now = Instant::now();
+            match op {
+                Op::Insert(offset) => {
+                    let deadline = at(now, offset, far);
+                    let key = q.insert_at(id, deadline);
+                    by_deadline.insert((deadline, id), key);
+                    items.insert(
+                        id,
+                        Model {
+                            deadline,
+                            filed_at: queue_time,
+                        },
+                    );
+                    keys.push((key, id));
+                }
+                Op::InsertAfter(micros) => {
+                    if q.is_empty() {
+                        queue_time = now; // an insert into an empty queue starts it at now
+                    }
+                    let deadline = now + Duration::from_micros(micros);
+                    let key = q.insert(id, Duration::from_micros(micros));
+                    assert_eq!(q.deadline(&key), deadline);
+                    by_deadline.insert((deadline, id), key);
+                    items.insert(
+                        id,
+                        Model {
+                            deadline,
+                            filed_at: queue_time,
+                        },
+                    );
+                    keys.push((key, id));
+                }
+                Op::Remove(i) if !keys.is_empty() => {
+                    let (key, kid) = keys[i % keys.len()];
+                    let removed = q.try_remove(&key);
+                    match items.remove(&kid) {
+                        Some(m) => {
+                            let e = removed.expect("a pending item is removed");
+                            assert_eq!(
+                                (e.key(), e.deadline(), *e.get_ref()),
+                                (key, m.deadline, kid)
+                            );
+                            by_deadline.remove(&(m.deadline, kid));
+                        }
+                        None => assert!(removed.is_none(), "a stale key removed something"),
+                    }
+                }
+                Op::Reset(i, offset) if !keys.is_empty() => {
+                    let (key, kid) = keys[i % keys.len()];
+                    if let Some(m) = items.get_mut(&kid) {
+                        let deadline = at(now, offset, far);
+                        q.reset_at(&key, deadline);
+                        by_deadline.remove(&(m.deadline, kid));
+                        by_deadline.insert((deadline, kid), key);
+                        *m = Model {
+                            deadline,
+                            filed_at: queue_time,
+                        };
+                    }
+                }
+                Op::Advance(_) | Op::AdvanceTo(..) => {
+                    let by = match op {
+                        Op::Advance(micros) => Duration::from_micros(micros),
+                        Op::AdvanceTo(i, exact) => {
+                            let target = by_deadline
+                                .keys()
+                                .nth(i % by_deadline.len().max(1))
+                                .map_or(now, |&(d, _)| if d == far { now } else { d });
+                            let target = if exact {
+                                target
+                            } else {
+                                target - Duration::from_nanos(1)
+                            };
+                            target.saturating_duration_since(now)
+                        }
+                        _ => unreachable!(),
+                    };
+                    time::advance(by).await;
+                    let now = Instant::now();
+                    let got = drain(&mut q);
+                    queue_time = now;
+                    let mut last = None;
+                    for e in &got {
+                        let m = items.remove(e.get_ref()).expect("an item comes out once");
+                        assert!(e.deadline() <= now, "early");
+                        assert_eq!(e.deadline(), m.deadline, "deadline kept exactly");
+                        assert!(last <= Some(m.order()), "out of order: {got:?}");
+                        last = Some(m.order());
+                        by_deadline.remove(&(m.deadline, *e.get_ref()));
+                    }
+                    assert!(
+                        by_deadline.range(..=(now, u64::MAX)).next().is_none(),
+                        "a due item was not handed out"
+                    );
+                }
+                Op::Clear => {
+                    q.clear();
+                    by_deadline.clear();
+                    items.clear();
+                }
+                _ => {}
+            }
+            assert_eq!(q.len(), items.len());
+            match q.peek() {
+                None => assert!(items.is_empty()),
+                Some(key) => {
+                    let first = items.values().map(Model::order).min();
+                    let kid = keys.iter().find(|(k, _)| *k == key).expect("a known key").1;
+                    assert_eq!(
+                        Some(items[&kid].order()),
+                        first,
+                        "peek is not the next item"
+                    );
+                    assert_eq!(q.deadline(&key), items[&kid].deadline);
+                }
+            }
+        }
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(128),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn delay_queue_matches_a_btreemap_model(ops in proptest::collection::vec(op(), 1..200)) {
+        run_model(ops);
+    }
+}
