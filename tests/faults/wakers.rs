@@ -42,6 +42,20 @@ async fn a_panicking_waker_is_contained_and_the_driver_carries_on() {
     let timer = Timer::builder().build().unwrap();
     let bad = Arc::new(PanickingWaker::default());
     let bad_waker = Waker::from(bad.clone());
+
+    a_panicking_waker_does_not_stop_its_pass(&timer, &bad, &bad_waker).await;
+    the_driver_still_fires(&timer).await;
+    many_panicking_wakers_do_not_stop_their_pass(&timer, &bad, &bad_waker).await;
+    shutdown_drains_a_panicking_waker(&timer, &bad, &bad_waker);
+}
+
+/// Two sleeps due in the same pass, the panicking waker woken first: both are woken once, both
+/// complete as elapsed, and the timer is not shut down.
+async fn a_panicking_waker_does_not_stop_its_pass(
+    timer: &Timer,
+    bad: &PanickingWaker,
+    bad_waker: &Waker,
+) {
     let good = Arc::new(CountingWaker::default());
     let good_waker = Waker::from(good.clone());
     let noop = futures::task::noop_waker();
@@ -49,7 +63,7 @@ async fn a_panicking_waker_is_contained_and_the_driver_carries_on() {
     // Same deadline, same pass: the panicking waker is woken first.
     let mut s_bad = timer.sleep(ms(10));
     let mut s_good = timer.sleep(ms(10));
-    assert!(poll_with(&mut s_bad, &bad_waker).is_pending());
+    assert!(poll_with(&mut s_bad, bad_waker).is_pending());
     assert!(poll_with(&mut s_good, &good_waker).is_pending());
     assert_eq!(timer.pending(), 2);
 
@@ -74,9 +88,12 @@ async fn a_panicking_waker_is_contained_and_the_driver_carries_on() {
     assert!(poll_with(&mut s_good, &noop).is_ready());
     assert!(!timer.is_shutdown());
     assert_eq!(timer.pending(), 0);
+}
 
-    // The driver is alive: a later sleep completes on time, a delayed task runs. (On paused
-    // time the outer timeout would fire at once, failing the test, if the driver had died.)
+/// After a panicking waker the driver is alive: a later sleep completes on time, a delayed
+/// task runs. (On paused time the outer timeout would fire at once, failing the test, if the
+/// driver had died.)
+async fn the_driver_still_fires(timer: &Timer) {
     let start = Instant::now();
     tokio::time::timeout(Duration::from_secs(60), timer.sleep(ms(5)))
         .await
@@ -87,16 +104,23 @@ async fn a_panicking_waker_is_contained_and_the_driver_carries_on() {
         .await
         .expect("a delayed task must still run");
     assert_eq!(out.unwrap(), 7);
+}
 
-    // Many panicking wakers in one pass (more than the driver's batch of 1024), interleaved
-    // with counting ones: every counting waker is woken.
+/// Many panicking wakers in one pass (more than the driver's batch of 1024), interleaved with
+/// counting ones: every waker is woken once.
+async fn many_panicking_wakers_do_not_stop_their_pass(
+    timer: &Timer,
+    bad: &PanickingWaker,
+    bad_waker: &Waker,
+) {
     let good = Arc::new(CountingWaker::default());
     let good_waker = Waker::from(good.clone());
+    let noop = futures::task::noop_waker();
     let before = bad.attempts();
     let mut many = Vec::new();
     for i in 0..3_000 {
         let mut s = timer.sleep(ms(10));
-        let w = if i % 2 == 0 { &bad_waker } else { &good_waker };
+        let w = if i % 2 == 0 { bad_waker } else { &good_waker };
         assert!(poll_with(&mut s, w).is_pending());
         many.push(s);
     }
@@ -108,11 +132,16 @@ async fn a_panicking_waker_is_contained_and_the_driver_carries_on() {
         assert!(poll_with(s, &noop).is_ready());
     }
     assert_eq!(timer.pending(), 0);
+}
 
-    // A panicking waker drained by shutdown: shutdown() returns normally, the others resolve.
+/// A panicking waker drained by shutdown: `shutdown()` returns normally, the others resolve.
+fn shutdown_drains_a_panicking_waker(timer: &Timer, bad: &PanickingWaker, bad_waker: &Waker) {
+    let good = Arc::new(CountingWaker::default());
+    let good_waker = Waker::from(good.clone());
+    let noop = futures::task::noop_waker();
     let mut s_bad = timer.sleep(Duration::from_secs(3_600));
     let mut s_good = timer.sleep(Duration::from_secs(3_600));
-    assert!(poll_with(&mut s_bad, &bad_waker).is_pending());
+    assert!(poll_with(&mut s_bad, bad_waker).is_pending());
     assert!(poll_with(&mut s_good, &good_waker).is_pending());
     let before = (bad.attempts(), good.count());
     timer.shutdown();
