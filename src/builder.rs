@@ -77,6 +77,15 @@ impl Builder {
     }
 
     /// Builds the timer on the current Tokio runtime, whose time driver will fire it.
+    ///
+    /// # Errors
+    ///
+    /// A [`BuildError`] saying which setting is invalid ([`ZeroTick`](BuildError::ZeroTick),
+    /// [`TickTooLarge`](BuildError::TickTooLarge),
+    /// [`InvalidWheelSize`](BuildError::InvalidWheelSize),
+    /// [`ZeroMaxPending`](BuildError::ZeroMaxPending)), or that there is no runtime to build
+    /// on: [`NoRuntime`](BuildError::NoRuntime) outside a Tokio runtime,
+    /// [`NoTimeDriver`](BuildError::NoTimeDriver) on one built without `enable_time()`.
     pub fn build(self) -> Result<Timer, BuildError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
         self.build_on(runtime)

@@ -189,6 +189,25 @@ impl DelayedError {
     }
 
     /// The panic payload, or the error itself if it is not a panic.
+    ///
+    /// # Errors
+    ///
+    /// `Err(self)`, unchanged, when the task was cancelled or shut down rather than panicked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::spawn_after;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let t = spawn_after(Duration::from_secs(1), async {});
+    /// assert!(t.cancel());
+    /// let err = t.await.unwrap_err().try_into_panic().unwrap_err();
+    /// assert!(err.is_cancelled());
+    /// # }
+    /// ```
     pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, DelayedError> {
         match self.repr {
             Repr::Panic(p) => Ok(p
