@@ -42,6 +42,9 @@ impl Default for Builder {
     }
 }
 
+/// The most shards a timer may have (see [`Builder::shards`]).
+pub(crate) const MAX_SHARDS: usize = 1024;
+
 impl Builder {
     /// The width of one bucket of the lowest level (default 1 ms). Timers keep their deadline
     /// to 1/1024 of a tick (never finer than 1 ns) and fire when the clock reaches it, so the
@@ -68,11 +71,13 @@ impl Builder {
         self
     }
 
-    /// Number of shards (independent wheels, each behind its own lock); default: four per
-    /// available CPU rounded up to a power of two, at most 64. More shards mean less
-    /// contention between threads and a little more work per driver wakeup.
+    /// Number of shards (independent wheels, each behind its own lock), between 1 and 1024;
+    /// default: four per available CPU rounded up to a power of two, at most 64. More shards
+    /// mean less contention between threads and a little more work per firing pass. A count
+    /// out of range makes [`build`](Builder::build) fail with [`BuildError::ZeroShards`] or
+    /// [`BuildError::TooManyShards`].
     pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = Some(shards.clamp(1, 1024));
+        self.shards = Some(shards);
         self
     }
 
@@ -83,7 +88,8 @@ impl Builder {
     /// A [`BuildError`] saying which setting is invalid ([`ZeroTick`](BuildError::ZeroTick),
     /// [`TickTooLarge`](BuildError::TickTooLarge),
     /// [`InvalidWheelSize`](BuildError::InvalidWheelSize),
-    /// [`ZeroMaxPending`](BuildError::ZeroMaxPending)), or that there is no runtime to build
+    /// [`ZeroMaxPending`](BuildError::ZeroMaxPending), [`ZeroShards`](BuildError::ZeroShards),
+    /// [`TooManyShards`](BuildError::TooManyShards)), or that there is no runtime to build
     /// on: [`NoRuntime`](BuildError::NoRuntime) outside a Tokio runtime,
     /// [`NoTimeDriver`](BuildError::NoTimeDriver) on one built without `enable_time()`.
     pub fn build(self) -> Result<Timer, BuildError> {
@@ -103,6 +109,11 @@ impl Builder {
         }
         if self.max_pending == Some(0) {
             return Err(BuildError::ZeroMaxPending);
+        }
+        match self.shards {
+            Some(0) => return Err(BuildError::ZeroShards),
+            Some(n) if n > MAX_SHARDS => return Err(BuildError::TooManyShards(n)),
+            _ => {}
         }
         // The driver sleeps on Tokio's timer; without a time driver that would panic later.
         if std::panic::catch_unwind(|| {

@@ -16,6 +16,10 @@ pub enum BuildError {
     InvalidWheelSize(usize),
     /// `max_pending` was zero: such a timer could never hold a timer.
     ZeroMaxPending,
+    /// [`shards`](crate::Builder::shards) was zero.
+    ZeroShards,
+    /// [`shards`](crate::Builder::shards) was above 1024.
+    TooManyShards(usize),
     /// `build()` was called outside a Tokio runtime (the driver task needs one).
     NoRuntime,
     /// The runtime has no time driver (`enable_time()` / `enable_all()` was not called).
@@ -33,6 +37,12 @@ impl fmt::Display for BuildError {
                 crate::wheel::MAX_WHEEL_SIZE
             ),
             BuildError::ZeroMaxPending => f.write_str("max_pending must be at least 1"),
+            BuildError::ZeroShards => f.write_str("shards must be at least 1"),
+            BuildError::TooManyShards(n) => write!(
+                f,
+                "shards must be at most {}, got {n}",
+                crate::builder::MAX_SHARDS
+            ),
             BuildError::NoRuntime => {
                 f.write_str("Timer::builder().build() must be called from within a Tokio runtime")
             }
