@@ -47,8 +47,8 @@ pub(crate) const MAX_SHARDS: usize = 1024;
 
 impl Builder {
     /// The width of one bucket of the lowest level (default 1 ms). Timers keep their deadline
-    /// to 1/1024 of a tick (never finer than 1 ns) and fire when the clock reaches it, so the
-    /// tick does not limit precision: a coarser tick means fewer levels and less cascading, a
+    /// to the nanosecond and fire when the clock reaches it, so the tick does not limit
+    /// precision: a coarser tick means fewer levels and less cascading, a
     /// finer one fewer timers per bucket. Tokio's own timer, which wakes the driver, has a 1 ms
     /// resolution: on a real clock timers fire within about that of their deadline, plus
     /// scheduling delay.
