@@ -77,3 +77,12 @@ fn current_thread() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// A current-thread runtime whose clock starts paused.
+fn paused_current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}

@@ -13,7 +13,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use tokio_timing_wheel::{DelayedTask, Sleep, Timer};
 
 use crate::common::{ms, poll_with, settle, CountingWaker};
-use crate::{multi_thread, quiet_intended_panics, with_watchdog};
+use crate::{multi_thread, paused_current_thread, quiet_intended_panics, with_watchdog};
 
 /// A waker that panics when woken (after counting the attempt).
 #[derive(Default)]
@@ -280,11 +280,7 @@ impl Wake for ReentrantWaker {
 #[test]
 fn a_waker_calling_back_into_the_timer_neither_deadlocks_nor_panics() {
     with_watchdog(Duration::from_secs(30), || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let rt = paused_current_thread();
         rt.block_on(async {
             let noop = futures::task::noop_waker();
             for shut_down_on_wake in [false, true] {
