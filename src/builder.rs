@@ -42,10 +42,13 @@ impl Default for Builder {
     }
 }
 
+/// The most shards a timer may have (see [`Builder::shards`]).
+pub(crate) const MAX_SHARDS: usize = 1024;
+
 impl Builder {
     /// The width of one bucket of the lowest level (default 1 ms). Timers keep their deadline
-    /// to 1/1024 of a tick (never finer than 1 ns) and fire when the clock reaches it, so the
-    /// tick does not limit precision: a coarser tick means fewer levels and less cascading, a
+    /// to the nanosecond and fire when the clock reaches it, so the tick does not limit
+    /// precision: a coarser tick means fewer levels and less cascading, a
     /// finer one fewer timers per bucket. Tokio's own timer, which wakes the driver, has a 1 ms
     /// resolution: on a real clock timers fire within about that of their deadline, plus
     /// scheduling delay.
@@ -68,15 +71,27 @@ impl Builder {
         self
     }
 
-    /// Number of shards (independent wheels, each behind its own lock); default: four per
-    /// available CPU rounded up to a power of two, at most 64. More shards mean less
-    /// contention between threads and a little more work per driver wakeup.
+    /// Number of shards (independent wheels, each behind its own lock), between 1 and 1024;
+    /// default: four per available CPU rounded up to a power of two, at most 64. More shards
+    /// mean less contention between threads and a little more work per firing pass. A count
+    /// out of range makes [`build`](Builder::build) fail with [`BuildError::ZeroShards`] or
+    /// [`BuildError::TooManyShards`].
     pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = Some(shards.clamp(1, 1024));
+        self.shards = Some(shards);
         self
     }
 
     /// Builds the timer on the current Tokio runtime, whose time driver will fire it.
+    ///
+    /// # Errors
+    ///
+    /// A [`BuildError`] saying which setting is invalid ([`ZeroTick`](BuildError::ZeroTick),
+    /// [`TickTooLarge`](BuildError::TickTooLarge),
+    /// [`InvalidWheelSize`](BuildError::InvalidWheelSize),
+    /// [`ZeroMaxPending`](BuildError::ZeroMaxPending), [`ZeroShards`](BuildError::ZeroShards),
+    /// [`TooManyShards`](BuildError::TooManyShards)), or that there is no runtime to build
+    /// on: [`NoRuntime`](BuildError::NoRuntime) outside a Tokio runtime,
+    /// [`NoTimeDriver`](BuildError::NoTimeDriver) on one built without `enable_time()`.
     pub fn build(self) -> Result<Timer, BuildError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
         self.build_on(runtime)
@@ -94,6 +109,11 @@ impl Builder {
         }
         if self.max_pending == Some(0) {
             return Err(BuildError::ZeroMaxPending);
+        }
+        match self.shards {
+            Some(0) => return Err(BuildError::ZeroShards),
+            Some(n) if n > MAX_SHARDS => return Err(BuildError::TooManyShards(n)),
+            _ => {}
         }
         // The driver sleeps on Tokio's timer; without a time driver that would panic later.
         if std::panic::catch_unwind(|| {

@@ -16,6 +16,10 @@ pub enum BuildError {
     InvalidWheelSize(usize),
     /// `max_pending` was zero: such a timer could never hold a timer.
     ZeroMaxPending,
+    /// [`shards`](crate::Builder::shards) was zero.
+    ZeroShards,
+    /// [`shards`](crate::Builder::shards) was above 1024.
+    TooManyShards(usize),
     /// `build()` was called outside a Tokio runtime (the driver task needs one).
     NoRuntime,
     /// The runtime has no time driver (`enable_time()` / `enable_all()` was not called).
@@ -33,6 +37,12 @@ impl fmt::Display for BuildError {
                 crate::wheel::MAX_WHEEL_SIZE
             ),
             BuildError::ZeroMaxPending => f.write_str("max_pending must be at least 1"),
+            BuildError::ZeroShards => f.write_str("shards must be at least 1"),
+            BuildError::TooManyShards(n) => write!(
+                f,
+                "shards must be at most {}, got {n}",
+                crate::builder::MAX_SHARDS
+            ),
             BuildError::NoRuntime => {
                 f.write_str("Timer::builder().build() must be called from within a Tokio runtime")
             }
@@ -189,6 +199,25 @@ impl DelayedError {
     }
 
     /// The panic payload, or the error itself if it is not a panic.
+    ///
+    /// # Errors
+    ///
+    /// `Err(self)`, unchanged, when the task was cancelled or shut down rather than panicked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::spawn_after;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let t = spawn_after(Duration::from_secs(1), async {});
+    /// assert!(t.cancel());
+    /// let err = t.await.unwrap_err().try_into_panic().unwrap_err();
+    /// assert!(err.is_cancelled());
+    /// # }
+    /// ```
     pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, DelayedError> {
         match self.repr {
             Repr::Panic(p) => Ok(p

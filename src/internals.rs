@@ -8,7 +8,9 @@ use crate::wheel;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Key(wheel::Key);
 
-/// The crate's internal hierarchical timing wheel over `u64` values, time in `u64` ticks.
+/// The crate's internal hierarchical timing wheel over `u64` values. Time is a `u64` count
+/// of units, and a level-0 bucket is one unit wide (a timer's wheels count nanoseconds, with
+/// buckets one tick wide).
 #[derive(Debug)]
 pub struct Wheel(wheel::Wheel<u64>);
 
@@ -18,7 +20,7 @@ impl Wheel {
         Wheel(wheel::Wheel::new(wheel_size))
     }
 
-    /// Inserts `value` to expire at tick `deadline`.
+    /// Inserts `value` to expire at time `deadline`.
     pub fn insert(&mut self, deadline: u64, value: u64) -> Key {
         Key(self.0.insert(deadline, value).expect("wheel full"))
     }
@@ -38,7 +40,7 @@ impl Wheel {
         self.0.advance(now).map(|e| f(e.value)).count()
     }
 
-    /// The next tick at which [`advance`](Self::advance) has work.
+    /// The next time at which [`advance`](Self::advance) has work.
     pub fn next_expiration(&mut self) -> Option<u64> {
         self.0.next_expiration()
     }

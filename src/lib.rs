@@ -108,12 +108,9 @@
 //! - **Delayed tasks** wait inside the wheel, not as Tokio tasks: the wheel entry's waker is
 //!   the task cell, and firing it spawns the future. Cancellation is one compare-and-swap plus
 //!   an O(1) removal that frees the future at once.
-#![warn(
-    missing_docs,
-    unreachable_pub,
-    missing_debug_implementations,
-    rust_2018_idioms
-)]
+// The lint levels (missing_docs, unreachable_pub, ...) are set once, in Cargo.toml's
+// [lints.rust], for every target; only what holds for the library alone is set here.
+#![forbid(unsafe_code)]
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

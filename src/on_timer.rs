@@ -1,12 +1,10 @@
 //! `OnTimer`: the runtime's default timer or an explicit one, as the integrations hold it.
 
 use std::fmt;
-use std::future::IntoFuture;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{sleep_wheel, sleep_wheel_until, Sleep, Timeout, Timer};
+use crate::{sleep_wheel_until, Sleep, Timer};
 
 /// Where an integration puts its timers: an explicit [`Timer`], or (`None`) the default timer
 /// of the runtime each timer is created on, resolved at that moment, so the integration can
@@ -15,11 +13,11 @@ use crate::{sleep_wheel, sleep_wheel_until, Sleep, Timeout, Timer};
 pub(crate) struct OnTimer(Option<Timer>);
 
 impl OnTimer {
-    #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
-    pub(crate) fn sleep(&self, duration: Duration) -> Sleep {
+    #[cfg(feature = "hyper")] // HyperTimer's sleeps
+    pub(crate) fn sleep(&self, duration: std::time::Duration) -> Sleep {
         match &self.0 {
             Some(t) => t.sleep(duration),
-            None => sleep_wheel(duration),
+            None => crate::sleep_wheel(duration),
         }
     }
 
@@ -30,12 +28,12 @@ impl OnTimer {
         }
     }
 
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
-    pub(crate) fn timeout<F: IntoFuture>(
+    #[cfg(feature = "tower")] // the tower Timeout's response futures
+    pub(crate) fn timeout<F: std::future::IntoFuture>(
         &self,
-        duration: Duration,
+        duration: std::time::Duration,
         future: F,
-    ) -> Timeout<F::IntoFuture> {
+    ) -> crate::Timeout<F::IntoFuture> {
         match &self.0 {
             Some(t) => t.timeout(duration, future),
             None => crate::timeout(duration, future),

@@ -149,6 +149,14 @@ impl Timer {
     /// Like [`sleep`](Timer::sleep), but takes the timer slot now and returns an error when
     /// the timer is full or shut down.
     ///
+    /// # Errors
+    ///
+    /// [`TimerError::Full`] if the timer was built with [`max_pending`](Builder::max_pending)
+    /// and that many timers are pending (without a limit: if the calling thread's shard holds
+    /// the most a wheel can index, about four billion); [`TimerError::Shutdown`] if the timer
+    /// has been shut down. A deadline already passed is not an error: the `Sleep` is ready on
+    /// its first poll and takes no slot.
+    ///
     /// # Examples
     ///
     /// ```
@@ -171,6 +179,10 @@ impl Timer {
 
     /// Like [`sleep_until`](Timer::sleep_until), but takes the timer slot now and returns an
     /// error when the timer is full or shut down.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_sleep`](Timer::try_sleep): [`TimerError::Full`] or [`TimerError::Shutdown`].
     pub fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, TimerError> {
         Sleep::new_registered(self.shard().clone(), deadline)
     }
@@ -199,6 +211,11 @@ impl Timer {
 
     /// Like [`timeout`](Timer::timeout), but takes the timer slot now (so even a future that
     /// is ready at once uses one) and returns an error when the timer is full or shut down.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_sleep`](Timer::try_sleep): [`TimerError::Full`] or [`TimerError::Shutdown`];
+    /// `future` is dropped.
     pub fn try_timeout<F: IntoFuture>(
         &self,
         duration: Duration,
@@ -209,6 +226,11 @@ impl Timer {
 
     /// Like [`timeout_at`](Timer::timeout_at), but takes the timer slot now and returns an
     /// error when the timer is full or shut down.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_sleep`](Timer::try_sleep): [`TimerError::Full`] or [`TimerError::Shutdown`];
+    /// `future` is dropped.
     pub fn try_timeout_at<F: IntoFuture>(
         &self,
         deadline: Instant,
@@ -263,6 +285,13 @@ impl Timer {
     /// Like [`spawn_after`](Timer::spawn_after), but returns an error when the timer is full.
     /// On a shut-down timer it returns a task that has already resolved with the shutdown
     /// error, as [`spawn_after`](Timer::spawn_after) does.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::Full`] if the timer was built with [`max_pending`](Builder::max_pending)
+    /// and that many timers are pending (without a limit: if the calling thread's shard holds
+    /// the most a wheel can index); `future` is dropped without running. Never
+    /// [`TimerError::Shutdown`]: see above.
     pub fn try_spawn_after<F>(
         &self,
         duration: Duration,
@@ -280,6 +309,12 @@ impl Timer {
     }
 
     /// Like [`spawn_at`](Timer::spawn_at), but returns an error when the timer is full.
+    /// On a shut-down timer it returns a task that has already resolved with the shutdown
+    /// error, as [`spawn_at`](Timer::spawn_at) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_spawn_after`](Timer::try_spawn_after): [`TimerError::Full`] only.
     pub fn try_spawn_at<F>(
         &self,
         deadline: Instant,

@@ -22,10 +22,14 @@ struct Counting;
 
 static CURRENT: AtomicUsize = AtomicUsize::new(0);
 
-// SAFETY: every call is forwarded to `System` unchanged; only a counter is updated on the side.
+// SAFETY: every method forwards its arguments unchanged to `System`, which implements
+// `GlobalAlloc` soundly, and returns what `System` returned; the bookkeeping beside the calls
+// only touches an atomic counter (it never allocates, so it cannot recurse into the allocator).
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc(layout);
+        // SAFETY: the caller guarantees `layout` has a non-zero size, the only requirement of
+        // `GlobalAlloc::alloc`, and it is passed on unchanged.
+        let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             CURRENT.fetch_add(layout.size(), SeqCst);
         }
@@ -33,7 +37,8 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(layout);
+        // SAFETY: as in `alloc`: the caller's non-zero-size `layout`, passed on unchanged.
+        let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
             CURRENT.fetch_add(layout.size(), SeqCst);
         }
@@ -41,12 +46,18 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
+        // SAFETY: the caller guarantees `ptr` was allocated by this allocator with `layout`;
+        // this allocator got every block from `System` with that same layout (or, after a
+        // `realloc`, with the layout the caller now passes), so `System` may free it.
+        unsafe { System.dealloc(ptr, layout) };
         CURRENT.fetch_sub(layout.size(), SeqCst);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = System.realloc(ptr, layout, new_size);
+        // SAFETY: the caller guarantees `ptr` came from this allocator with `layout` (so from
+        // `System`, see `dealloc`) and that `new_size` is non-zero and does not overflow when
+        // rounded up to `layout.align()`: exactly `System.realloc`'s contract.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             CURRENT.fetch_add(new_size, SeqCst);
             CURRENT.fetch_sub(layout.size(), SeqCst);

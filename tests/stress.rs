@@ -303,6 +303,7 @@ fn awaited_timeout(timer: &Timer, shared: &Arc<Shared>, rng: &mut XorShift) -> J
     })
 }
 
+/// A held sleep and the probe waker it was polled with.
 struct Held {
     sleep: Sleep,
     probe: Arc<Probe>,
@@ -324,150 +325,203 @@ struct WorkerReport {
     dropped: Vec<Dropped>,
 }
 
+/// A delayed task's join future, boxed so that [`Worker`] can name its type.
+type Join = Pin<Box<dyn Future<Output = Joined> + Send>>;
+
+/// One worker's state: its random source and everything it has in flight.
+struct Worker {
+    timer: Timer,
+    shared: Arc<Shared>,
+    rng: XorShift,
+    /// Awaited sleeps and timeouts.
+    awaited: FuturesUnordered<Job>,
+    /// Held sleeps, oldest first, and those dropped so far.
+    held: VecDeque<Held>,
+    dropped: Vec<Dropped>,
+    /// Delayed tasks not yet decided on (cancel or not), oldest first.
+    delayed: VecDeque<(usize, DelayedTask<()>)>,
+    /// Delayed tasks decided on, being awaited.
+    joins: FuturesUnordered<Join>,
+}
+
 async fn worker(timer: Timer, shared: Arc<Shared>, seed: u64, ops: usize) -> WorkerReport {
-    let mut rng = XorShift::new(seed);
-    let mut awaited: FuturesUnordered<Job> = FuturesUnordered::new();
-    let mut held: VecDeque<Held> = VecDeque::new();
-    let mut dropped: Vec<Dropped> = Vec::new();
-    let mut delayed: VecDeque<(usize, DelayedTask<()>)> = VecDeque::new();
-    let mut joins = FuturesUnordered::new();
-
+    let mut w = Worker {
+        timer,
+        shared,
+        rng: XorShift::new(seed),
+        awaited: FuturesUnordered::new(),
+        held: VecDeque::new(),
+        dropped: Vec::new(),
+        delayed: VecDeque::new(),
+        joins: FuturesUnordered::new(),
+    };
     for op in 0..ops {
-        let r = rng.below(100);
-        match r {
-            0..=24 => awaited.push(awaited_sleep(&timer, &shared, &mut rng)),
-            25..=34 => awaited.push(awaited_timeout(&timer, &shared, &mut rng)),
-            35..=69 if r >= 55 && !held.is_empty() => {
-                // Drop (cancel) a held sleep, or reset it.
-                let i = rng.below(held.len() as u64) as usize;
-                let mut h = held.swap_remove_back(i).expect("index in range");
-                match rng.below(5) {
-                    0..=2 => drop_held(&shared, h, &mut dropped),
-                    3 => {
-                        // Earlier (possibly into the past: then it completes, unregistered).
-                        let now = Instant::now();
-                        let left = h.sleep.deadline().saturating_duration_since(now);
-                        let target = (now + rng.delay().min(left))
-                            .checked_sub(Duration::from_micros(rng.below(2) * 1_000))
-                            .unwrap_or(now);
-                        h.probe.deadline_ns.fetch_min(shared.ns(target), SeqCst);
-                        Pin::new(&mut h.sleep).reset(target);
-                        shared.resets.fetch_add(1, SeqCst);
-                        held.push_back(h);
-                    }
-                    _ => {
-                        // Later: lazy; the old registration still fires at the old deadline,
-                        // which the probe keeps as the earliest allowed wake.
-                        let target = h.sleep.deadline() + rng.delay();
-                        Pin::new(&mut h.sleep).reset(target);
-                        shared.resets.fetch_add(1, SeqCst);
-                        held.push_back(h);
-                    }
-                }
-            }
-            35..=69 => {
-                // A held sleep: polled once with its own probe waker.
-                let mut sleep = timer.sleep(rng.delay());
-                shared.held.fetch_add(1, SeqCst);
-                let probe = Arc::new(Probe {
-                    base: shared.base,
-                    deadline_ns: AtomicU64::new(u64::MAX),
-                    wakes: AtomicU32::new(0),
-                    woke_ns: AtomicU64::new(0),
-                });
-                let waker = Waker::from(probe.clone());
-                match Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker)) {
-                    Poll::Ready(()) => {
-                        // Due at once: never entered the wheel.
-                        shared.on_time("a held sleep", Instant::now(), sleep.deadline());
-                        shared.held_ready_at_once.fetch_add(1, SeqCst);
-                    }
-                    Poll::Pending => {
-                        // Registered at the first poll: its deadline is fixed by now.
-                        probe.deadline_ns.store(shared.ns(sleep.deadline()), SeqCst);
-                        held.push_back(Held { sleep, probe });
-                    }
-                }
-            }
-            70..=84 => {
-                let id = shared.next_task_id.fetch_add(1, SeqCst);
-                let d = rng.delay();
-                let deadline = Instant::now() + d;
-                let sh = shared.clone();
-                let body = async move {
-                    sh.on_time("a delayed task", Instant::now(), deadline);
-                    sh.runs[id].fetch_add(1, SeqCst);
-                };
-                let task = if rng.below(2) == 0 {
-                    timer.spawn_after(d, body)
-                } else {
-                    timer.spawn_at(deadline, body)
-                };
-                shared.delayed.fetch_add(1, SeqCst);
-                delayed.push_back((id, task));
-            }
-            _ => {
-                if let Some((id, task)) = delayed.pop_front() {
-                    let c = rng.below(2) == 0 && task.cancel();
-                    if c {
-                        shared.cancelled[id].store(1, SeqCst);
-                        shared.delayed_cancel_true.fetch_add(1, SeqCst);
-                    }
-                    joins.push(join(id, c, task));
-                }
-            }
-        }
-
-        // Bounded work in flight.
-        while held.len() > HELD_CAP {
-            let h = held.pop_front().expect("non-empty");
-            drop_held(&shared, h, &mut dropped);
-        }
-        while delayed.len() > DELAYED_CAP {
-            let (id, task) = delayed.pop_front().expect("non-empty");
-            let c = rng.below(2) == 0 && task.cancel();
-            if c {
-                shared.cancelled[id].store(1, SeqCst);
-                shared.delayed_cancel_true.fetch_add(1, SeqCst);
-            }
-            joins.push(join(id, c, task));
-        }
-        // Register what was just pushed, and collect what is done.
-        pump(&mut awaited, |()| {}).await;
-        pump(&mut joins, |j| check_joined(&shared, j)).await;
-        while awaited.len() >= AWAIT_CAP {
-            awaited.next().await;
-        }
-        while joins.len() >= JOIN_CAP {
-            if let Some(j) = joins.next().await {
-                check_joined(&shared, j);
-            }
-        }
+        w.random_op();
+        w.bound_work_in_flight().await;
         // Leave the workers to the driver (and the other tasks) now and then.
         if op % 16 == 15 {
             tokio::task::yield_now().await;
         }
     }
-
-    // Wind down: drop every held sleep, decide on every delayed task, await everything.
-    while let Some(h) = held.pop_front() {
-        drop_held(&shared, h, &mut dropped);
-    }
-    while let Some((id, task)) = delayed.pop_front() {
-        let c = rng.below(2) == 0 && task.cancel();
-        if c {
-            shared.cancelled[id].store(1, SeqCst);
-            shared.delayed_cancel_true.fetch_add(1, SeqCst);
-        }
-        joins.push(join(id, c, task));
-    }
-    while awaited.next().await.is_some() {}
-    while let Some(j) = joins.next().await {
-        check_joined(&shared, j);
-    }
-    WorkerReport { dropped }
+    w.wind_down().await
 }
 
+impl Worker {
+    /// One random operation: start an awaited sleep (25%) or timeout (10%); drop or reset a
+    /// held sleep (15%, when one is held) or else hold a new one (35% in all); spawn a delayed
+    /// task (15%); decide on the oldest delayed task (15%).
+    fn random_op(&mut self) {
+        let r = self.rng.below(100);
+        match r {
+            0..=24 => self
+                .awaited
+                .push(awaited_sleep(&self.timer, &self.shared, &mut self.rng)),
+            25..=34 => self
+                .awaited
+                .push(awaited_timeout(&self.timer, &self.shared, &mut self.rng)),
+            35..=69 if r >= 55 && !self.held.is_empty() => self.drop_or_reset_a_held_sleep(),
+            35..=69 => self.hold_a_sleep(),
+            70..=84 => self.spawn_delayed(),
+            _ => {
+                if let Some((id, task)) = self.delayed.pop_front() {
+                    self.decide(id, task);
+                }
+            }
+        }
+    }
+
+    /// Drops (cancels) a random held sleep, or resets it earlier or later.
+    fn drop_or_reset_a_held_sleep(&mut self) {
+        let (shared, rng) = (&*self.shared, &mut self.rng);
+        let i = rng.below(self.held.len() as u64) as usize;
+        let mut h = self.held.swap_remove_back(i).expect("index in range");
+        match rng.below(5) {
+            0..=2 => drop_held(shared, h, &mut self.dropped),
+            3 => {
+                // Earlier (possibly into the past: then it completes, unregistered).
+                let now = Instant::now();
+                let left = h.sleep.deadline().saturating_duration_since(now);
+                let target = (now + rng.delay().min(left))
+                    .checked_sub(Duration::from_micros(rng.below(2) * 1_000))
+                    .unwrap_or(now);
+                h.probe.deadline_ns.fetch_min(shared.ns(target), SeqCst);
+                Pin::new(&mut h.sleep).reset(target);
+                shared.resets.fetch_add(1, SeqCst);
+                self.held.push_back(h);
+            }
+            _ => {
+                // Later: lazy; the old registration still fires at the old deadline,
+                // which the probe keeps as the earliest allowed wake.
+                let target = h.sleep.deadline() + rng.delay();
+                Pin::new(&mut h.sleep).reset(target);
+                shared.resets.fetch_add(1, SeqCst);
+                self.held.push_back(h);
+            }
+        }
+    }
+
+    /// A held sleep: polled once with its own probe waker, then kept (if it registered).
+    fn hold_a_sleep(&mut self) {
+        let shared = &*self.shared;
+        let mut sleep = self.timer.sleep(self.rng.delay());
+        shared.held.fetch_add(1, SeqCst);
+        let probe = Arc::new(Probe {
+            base: shared.base,
+            deadline_ns: AtomicU64::new(u64::MAX),
+            wakes: AtomicU32::new(0),
+            woke_ns: AtomicU64::new(0),
+        });
+        let waker = Waker::from(probe.clone());
+        match Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(()) => {
+                // Due at once: never entered the wheel.
+                shared.on_time("a held sleep", Instant::now(), sleep.deadline());
+                shared.held_ready_at_once.fetch_add(1, SeqCst);
+            }
+            Poll::Pending => {
+                // Registered at the first poll: its deadline is fixed by now.
+                probe.deadline_ns.store(shared.ns(sleep.deadline()), SeqCst);
+                self.held.push_back(Held { sleep, probe });
+            }
+        }
+    }
+
+    /// A delayed task (by `spawn_after` or `spawn_at`) that checks it runs on time and counts
+    /// its runs.
+    fn spawn_delayed(&mut self) {
+        let id = self.shared.next_task_id.fetch_add(1, SeqCst);
+        let d = self.rng.delay();
+        let deadline = Instant::now() + d;
+        let sh = self.shared.clone();
+        let body = async move {
+            sh.on_time("a delayed task", Instant::now(), deadline);
+            sh.runs[id].fetch_add(1, SeqCst);
+        };
+        let task = if self.rng.below(2) == 0 {
+            self.timer.spawn_after(d, body)
+        } else {
+            self.timer.spawn_at(deadline, body)
+        };
+        self.shared.delayed.fetch_add(1, SeqCst);
+        self.delayed.push_back((id, task));
+    }
+
+    /// Cancels delayed task `id` or not (a coin toss), records a successful cancel, and awaits
+    /// the task among [`joins`](Worker::joins).
+    fn decide(&mut self, id: usize, task: DelayedTask<()>) {
+        let c = self.rng.below(2) == 0 && task.cancel();
+        if c {
+            self.shared.cancelled[id].store(1, SeqCst);
+            self.shared.delayed_cancel_true.fetch_add(1, SeqCst);
+        }
+        self.joins.push(Box::pin(join(id, c, task)));
+    }
+
+    /// Keeps the work in flight bounded (the caps), registers what was just pushed, and
+    /// collects what is done.
+    async fn bound_work_in_flight(&mut self) {
+        while self.held.len() > HELD_CAP {
+            let h = self.held.pop_front().expect("non-empty");
+            drop_held(&self.shared, h, &mut self.dropped);
+        }
+        while self.delayed.len() > DELAYED_CAP {
+            let (id, task) = self.delayed.pop_front().expect("non-empty");
+            self.decide(id, task);
+        }
+        // Register what was just pushed, and collect what is done.
+        let shared = &*self.shared;
+        pump(&mut self.awaited, |()| {}).await;
+        pump(&mut self.joins, |j| check_joined(shared, j)).await;
+        while self.awaited.len() >= AWAIT_CAP {
+            self.awaited.next().await;
+        }
+        while self.joins.len() >= JOIN_CAP {
+            if let Some(j) = self.joins.next().await {
+                check_joined(shared, j);
+            }
+        }
+    }
+
+    /// Drops every held sleep, decides on every delayed task, and awaits everything.
+    async fn wind_down(mut self) -> WorkerReport {
+        while let Some(h) = self.held.pop_front() {
+            drop_held(&self.shared, h, &mut self.dropped);
+        }
+        while let Some((id, task)) = self.delayed.pop_front() {
+            self.decide(id, task);
+        }
+        while self.awaited.next().await.is_some() {}
+        while let Some(j) = self.joins.next().await {
+            check_joined(&self.shared, j);
+        }
+        WorkerReport {
+            dropped: self.dropped,
+        }
+    }
+}
+
+/// Runs [`WORKERS`] workers on one timer (built with [`MAX_PENDING`]), checks the ledger, and
+/// checks the `max_pending` reservation is balanced afterwards.
 fn run() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -476,10 +530,64 @@ fn run() {
         .unwrap();
     let timer = rt.block_on(async { Timer::builder().max_pending(MAX_PENDING).build().unwrap() });
     let shared = Arc::new(Shared::new());
-    let per_worker = TOTAL_OPS / WORKERS;
-    let ops = per_worker * WORKERS;
+    let ops = (TOTAL_OPS / WORKERS) * WORKERS;
     let started = std::time::Instant::now();
+    let reports = run_workers(&rt, &timer, &shared);
+    let took = started.elapsed();
 
+    // Everything resolved: nothing may be left in the wheel.
+    assert_eq!(timer.pending(), 0, "timers left in the wheel");
+    assert_eq!(timer.metrics().pending, 0);
+
+    // Let wakes that raced with the last drops finish, then check every probe.
+    std::thread::sleep(Duration::from_millis(100));
+
+    let s = &*shared;
+    no_unexpected_outcome(s);
+    awaited_sleeps_and_timeouts_all_completed(s);
+    let held = held_sleeps_fired_or_were_cancelled(s, &reports);
+    let ran = delayed_tasks_ran_unless_cancelled(s);
+    let ledger = the_ledger_balances(s, &held, ran);
+    let max_late = Duration::from_micros(s.max_late_us.load(SeqCst));
+    assert!(
+        max_late < MAX_LATENESS,
+        "a timer fired {max_late:?} after its deadline"
+    );
+    rt.block_on(the_reservation_is_balanced(&timer));
+
+    let m = timer.metrics();
+    let Ledger {
+        registered,
+        fired,
+        cancelled,
+    } = ledger;
+    println!(
+        "stress: {ops} ops by {WORKERS} workers in {took:?} = {:.0} ops/s; \
+         registered {registered}: fired {fired}, cancelled {cancelled} \
+         (sleeps {}, timeouts {}, held {}, delayed {}, \
+         resets {}, raced drops {}); max lateness {max_late:?}; \
+         driver wakeups {}",
+        ops as f64 / took.as_secs_f64(),
+        s.sleeps.load(SeqCst),
+        s.timeouts.load(SeqCst),
+        s.held.load(SeqCst),
+        s.delayed.load(SeqCst),
+        s.resets.load(SeqCst),
+        held.raced,
+        m.driver_wakeups,
+    );
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// Runs [`TASKS`] workers as tasks on `rt` and [`THREADS`] on plain threads that `block_on`
+/// its handle, each with its own seed and `TOTAL_OPS / WORKERS` operations; returns their
+/// reports once all are done.
+fn run_workers(
+    rt: &tokio::runtime::Runtime,
+    timer: &Timer,
+    shared: &Arc<Shared>,
+) -> Vec<WorkerReport> {
+    let per_worker = TOTAL_OPS / WORKERS;
     let tasks: Vec<_> = (0..TASKS)
         .map(|n| {
             rt.spawn(worker(
@@ -516,16 +624,11 @@ fn run() {
     for t in threads {
         reports.push(t.join().expect("worker thread panicked"));
     }
-    let took = started.elapsed();
+    reports
+}
 
-    // Everything resolved: nothing may be left in the wheel.
-    assert_eq!(timer.pending(), 0, "timers left in the wheel");
-    assert_eq!(timer.metrics().pending, 0);
-
-    // Let wakes that raced with the last drops finish, then check every probe.
-    std::thread::sleep(Duration::from_millis(100));
-
-    let s = &*shared;
+/// No worker saw an unexpected outcome, and nothing fired early.
+fn no_unexpected_outcome(s: &Shared) {
     let failures = s.failures.lock().unwrap().clone();
     assert_eq!(
         s.wrong.load(SeqCst),
@@ -533,21 +636,35 @@ fn run() {
         "unexpected outcomes, first ones: {failures:#?}"
     );
     assert_eq!(s.early.load(SeqCst), 0, "fired early: {failures:#?}");
+}
 
-    // Awaited sleeps: each completed exactly once.
+/// Each awaited sleep completed exactly once; each timeout elapsed or was answered.
+fn awaited_sleeps_and_timeouts_all_completed(s: &Shared) {
     let sleeps = s.sleeps.load(SeqCst);
     assert_eq!(s.sleeps_fired.load(SeqCst), sleeps, "awaited sleeps");
-
-    // Timeouts: each elapsed or answered.
     let timeouts = s.timeouts.load(SeqCst);
     assert_eq!(
         s.timeouts_elapsed.load(SeqCst) + s.timeouts_ok.load(SeqCst),
         timeouts,
         "timeouts"
     );
+}
 
-    // Held sleeps: woken at most once, never early; fired before the drop or cancelled by it;
-    // one dropped before its deadline is never woken afterwards.
+/// How the held sleeps that were dropped ended.
+#[derive(Clone, Copy)]
+struct HeldTally {
+    /// Woken before the drop.
+    fired: u64,
+    /// Not woken before the drop.
+    cancelled: u64,
+    /// Of the cancelled: woken anyway, by a pass that took it out of the wheel just before
+    /// the drop.
+    raced: u64,
+}
+
+/// Held sleeps: woken at most once, never early; fired before the drop or cancelled by it;
+/// one dropped before its deadline is never woken afterwards.
+fn held_sleeps_fired_or_were_cancelled(s: &Shared, reports: &[WorkerReport]) -> HeldTally {
     let held = s.held.load(SeqCst);
     let ready_at_once = s.held_ready_at_once.load(SeqCst);
     let dropped: Vec<&Dropped> = reports.iter().flat_map(|r| &r.dropped).collect();
@@ -586,8 +703,16 @@ fn run() {
         }
     }
     assert_eq!(held_fired + held_cancelled, dropped.len() as u64);
+    HeldTally {
+        fired: held_fired,
+        cancelled: held_cancelled,
+        raced,
+    }
+}
 
-    // Delayed tasks: cancelled ones never ran, every other one ran exactly once.
+/// Delayed tasks: cancelled ones never ran, every other one ran exactly once. Returns how
+/// many ran.
+fn delayed_tasks_ran_unless_cancelled(s: &Shared) -> u64 {
     let delayed = s.delayed.load(SeqCst);
     let cancel_true = s.delayed_cancel_true.load(SeqCst);
     assert_eq!(
@@ -610,9 +735,27 @@ fn run() {
         ran += u64::from(runs);
     }
     assert_eq!(ran + cancel_true, delayed, "ran + cancelled == registered");
+    ran
+}
 
-    // The whole ledger.
-    let registered = sleeps + timeouts + held + delayed;
+/// Every timer registered, of every kind.
+struct Ledger {
+    registered: u64,
+    fired: u64,
+    cancelled: u64,
+}
+
+/// The whole ledger: every timer registered fired once or was cancelled once.
+fn the_ledger_balances(s: &Shared, held: &HeldTally, ran: u64) -> Ledger {
+    let (sleeps, timeouts) = (s.sleeps.load(SeqCst), s.timeouts.load(SeqCst));
+    let ready_at_once = s.held_ready_at_once.load(SeqCst);
+    let cancel_true = s.delayed_cancel_true.load(SeqCst);
+    let HeldTally {
+        fired: held_fired,
+        cancelled: held_cancelled,
+        raced,
+    } = *held;
+    let registered = sleeps + timeouts + s.held.load(SeqCst) + s.delayed.load(SeqCst);
     let fired = sleeps + s.timeouts_elapsed.load(SeqCst) + ready_at_once + held_fired + raced + ran;
     let cancelled = s.timeouts_ok.load(SeqCst) + (held_cancelled - raced) + cancel_true;
     assert_eq!(
@@ -620,47 +763,33 @@ fn run() {
         registered,
         "fired + cancelled == registered"
     );
+    Ledger {
+        registered,
+        fired,
+        cancelled,
+    }
+}
 
-    let max_late = Duration::from_micros(s.max_late_us.load(SeqCst));
-    assert!(
-        max_late < MAX_LATENESS,
-        "a timer fired {max_late:?} after its deadline"
+/// The `max_pending` reservation is exactly balanced: the full limit is available again, and
+/// not one more.
+async fn the_reservation_is_balanced(timer: &Timer) {
+    let all: Vec<Sleep> = (0..MAX_PENDING)
+        .map(|i| {
+            timer
+                .try_sleep(Duration::from_secs(3_600))
+                .unwrap_or_else(|e| panic!("slot {i} of {MAX_PENDING} refused: {e}"))
+        })
+        .collect();
+    assert_eq!(timer.pending(), MAX_PENDING);
+    assert_eq!(
+        timer.try_sleep(Duration::from_secs(3_600)).unwrap_err(),
+        TimerError::Full {
+            max_pending: MAX_PENDING
+        },
+        "more slots than max_pending after the stress"
     );
-
-    // The max_pending reservation is exactly balanced: the full limit is available again,
-    // and not one more.
-    rt.block_on(async {
-        let all: Vec<Sleep> = (0..MAX_PENDING)
-            .map(|i| {
-                timer
-                    .try_sleep(Duration::from_secs(3_600))
-                    .unwrap_or_else(|e| panic!("slot {i} of {MAX_PENDING} refused: {e}"))
-            })
-            .collect();
-        assert_eq!(timer.pending(), MAX_PENDING);
-        assert_eq!(
-            timer.try_sleep(Duration::from_secs(3_600)).unwrap_err(),
-            TimerError::Full {
-                max_pending: MAX_PENDING
-            },
-            "more slots than max_pending after the stress"
-        );
-        drop(all);
-        assert_eq!(timer.pending(), 0);
-    });
-
-    let m = timer.metrics();
-    println!(
-        "stress: {ops} ops by {WORKERS} workers in {took:?} = {:.0} ops/s; \
-         registered {registered}: fired {fired}, cancelled {cancelled} \
-         (sleeps {sleeps}, timeouts {timeouts}, held {held}, delayed {delayed}, \
-         resets {}, raced drops {raced}); max lateness {max_late:?}; \
-         driver wakeups {}",
-        ops as f64 / took.as_secs_f64(),
-        s.resets.load(SeqCst),
-        m.driver_wakeups,
-    );
-    rt.shutdown_timeout(Duration::from_secs(1));
+    drop(all);
+    assert_eq!(timer.pending(), 0);
 }
 
 #[test]

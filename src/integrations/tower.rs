@@ -181,6 +181,10 @@ where
 
     /// The inner service's readiness: the timeout covers the response, not the wait for
     /// capacity (as in `tower::timeout`).
+    ///
+    /// # Errors
+    ///
+    /// The inner service's readiness error, boxed.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
     }
@@ -201,6 +205,13 @@ where
 pin_project! {
     /// The response future of [`Timeout`]: the inner service's future under this crate's
     /// [`Timeout`](crate::Timeout), its result mapped to tower's error convention.
+    ///
+    /// # Errors
+    ///
+    /// Resolves to a [`BoxError`] holding the inner service's error if it failed in time,
+    /// [`tower::timeout::error::Elapsed`] if the deadline passed first, or this crate's
+    /// [`Elapsed`](crate::Elapsed) (with [`is_shutdown`](crate::Elapsed::is_shutdown) true)
+    /// if the timer shut down first.
     ///
     /// # Cancellation
     ///

@@ -34,10 +34,14 @@ impl BucketHeap {
         }
     }
 
+    /// Items in the heap, stale ones included (for the invariant checks).
+    #[cfg(any(test, debug_assertions))]
     pub(crate) fn len(&self) -> usize {
         self.heap.len()
     }
 
+    /// Every `(expiration, bucket)` item, in no particular order (for the invariant checks).
+    #[cfg(any(test, debug_assertions))]
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.heap.iter().map(|r| r.0)
     }

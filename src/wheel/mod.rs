@@ -60,9 +60,11 @@ pub(crate) struct Stats {
 
 /// An entry handed out by [`Wheel::poll`].
 #[derive(Debug)]
-#[cfg_attr(not(test), allow(dead_code))] // key and deadline are read by tests
 pub(crate) struct Expired<T> {
+    /// The entry's key and deadline, which only tests read.
+    #[cfg(test)]
     pub(crate) key: Key,
+    #[cfg(test)]
     pub(crate) deadline: u64,
     pub(crate) value: T,
     /// A persistent entry: `value` is a clone, and the entry stays in the wheel, parked.
@@ -131,7 +133,7 @@ impl<T> Wheel<T> {
     /// # Panics
     ///
     /// If `wheel_size` is not a power of two in `2..=MAX_WHEEL_SIZE`.
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests and `internals`
+    #[cfg(any(test, feature = "internals"))] // tests and `internals`
     pub(crate) fn new(wheel_size: usize) -> Self {
         Wheel::with_tick(wheel_size, 1)
     }
@@ -190,7 +192,8 @@ impl<T> Wheel<T> {
         self.entries.len()
     }
 
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests
+    /// Whether no entry is pending.
+    #[cfg(any(test, feature = "internals"))] // tests and `internals`
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -201,7 +204,7 @@ impl<T> Wheel<T> {
     }
 
     /// Slab capacity, in entries.
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests
+    #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         self.entries.capacity()
     }
@@ -280,7 +283,7 @@ impl<T> Wheel<T> {
     }
 
     /// The deadline of a pending entry.
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests
+    #[cfg(test)]
     pub(crate) fn deadline(&self, key: Key) -> Option<u64> {
         self.check(key)?;
         Some(self.entries[key.index as usize].deadline)
@@ -354,6 +357,7 @@ impl<T> Wheel<T> {
     /// Hands out the next entry whose deadline is at or before `now`, in deadline order, or
     /// returns `None` once there is none, leaving the wheel's time at `now` (time never goes
     /// back). Expired higher-level buckets cascade their entries down on the way.
+    #[cfg(any(test, feature = "internals"))] // tests and `internals`
     pub(crate) fn poll(&mut self, now: u64) -> Option<Expired<T>> {
         let mut unlimited = usize::MAX;
         match self.poll_within(now, &mut unlimited) {
@@ -412,7 +416,7 @@ impl<T> Wheel<T> {
     }
 
     /// Hands out every entry whose deadline is at or before `now` (see [`poll`](Self::poll)).
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests
+    #[cfg(any(test, feature = "internals"))] // tests and `internals`
     pub(crate) fn advance(&mut self, now: u64) -> Advance<'_, T> {
         Advance { wheel: self, now }
     }
@@ -528,11 +532,14 @@ impl<T> Wheel<T> {
     /// hands out a copy of its value if it is persistent.
     fn hand_out(&mut self, idx: u32) -> Expired<T> {
         let entry = &self.entries[idx as usize];
-        let key = Key {
-            index: idx,
-            generation: entry.generation,
-        };
-        let deadline = entry.deadline;
+        #[cfg(test)]
+        let (key, deadline) = (
+            Key {
+                index: idx,
+                generation: entry.generation,
+            },
+            entry.deadline,
+        );
         if entry.persistent {
             let clone = self
                 .clone_value
@@ -541,7 +548,9 @@ impl<T> Wheel<T> {
             self.parked.push_back(&mut self.entries, idx, PARKED);
             self.parked_len += 1;
             return Expired {
+                #[cfg(test)]
                 key,
+                #[cfg(test)]
                 deadline,
                 value,
                 parked: true,
@@ -552,7 +561,9 @@ impl<T> Wheel<T> {
             self.on_empty();
         }
         Expired {
+            #[cfg(test)]
             key,
+            #[cfg(test)]
             deadline,
             value: entry.value,
             parked: false,
@@ -755,7 +766,7 @@ impl<T> Wheel<T> {
     }
 
     /// Checks every structural invariant; panics on the first violation. O(entries + buckets).
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests
+    #[cfg(any(test, debug_assertions))] // tests, and the driver's passes in debug builds
     pub(crate) fn assert_invariants(&self) {
         assert!(self.levels.len() <= self.geo.max_levels, "too many levels");
         let live: std::collections::HashSet<(u64, u32)> = self.heap.iter().collect();
@@ -848,7 +859,8 @@ impl<T> Wheel<T> {
         );
     }
 
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests
+    /// Checks list `list` of bucket `id` (links, bucket ids, deadlines); returns its length.
+    #[cfg(any(test, debug_assertions))]
     fn check_list(&self, list: &List, id: u32, check_deadline: impl Fn(u64)) -> usize {
         let (mut n, mut prev, mut idx) = (0, NIL, list.head);
         while idx != NIL {
@@ -867,12 +879,13 @@ impl<T> Wheel<T> {
 
 /// Iterator returned by [`Wheel::advance`].
 #[derive(Debug)]
-#[cfg_attr(not(test), allow(dead_code))] // used by tests
+#[cfg(any(test, feature = "internals"))] // tests and `internals`
 pub(crate) struct Advance<'a, T> {
     wheel: &'a mut Wheel<T>,
     now: u64,
 }
 
+#[cfg(any(test, feature = "internals"))]
 impl<T> Iterator for Advance<'_, T> {
     type Item = Expired<T>;
 

@@ -308,7 +308,7 @@ fn kafka_timer_test_intents() {
 
 #[test]
 fn wide_buckets_hand_out_entries_at_their_exact_deadline() {
-    // Buckets of 1024 units (as the timer uses: a 1 ms tick in ~1 µs units).
+    // Buckets of 1024 units (a timer's are one tick wide: 1 ms is 1 000 000 units, nanoseconds).
     let mut w = Wheel::with_tick(64, 1024);
     for d in [1500, 1024, 2047, 2048, 70_000, 5_000_000] {
         w.insert(d, d).unwrap();

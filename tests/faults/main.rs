@@ -1,0 +1,88 @@
+//! Faults end in documented outcomes, never a hang or an abort.
+//!
+//! One module per kind of fault:
+//!
+//! - [`wakers`]: misbehaving wakers (panicking, blocking, calling back into the timer, dropped
+//!   while they use it);
+//! - [`lifetime`]: a runtime shut down or dropped under pending timers, timer handles dropped
+//!   under a pending timeout, a task visiting another runtime;
+//! - [`panics_on_drop`]: delayed tasks whose futures panic when dropped;
+//! - [`bad_input`]: bad input not covered by the other test files.
+//!
+//! Where a hang is the failure mode, the test is bounded by `tokio::time::timeout` (on paused
+//! time it then fails at once) or by a watchdog thread on the real clock ([`with_watchdog`]).
+//! Run one kind with `cargo test --test faults wakers::`.
+
+use std::panic::resume_unwind;
+use std::sync::{mpsc, Once};
+use std::time::Duration;
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod bad_input;
+mod lifetime;
+mod panics_on_drop;
+mod wakers;
+
+/// Runs `f` on its own thread and fails if it does not finish within `limit`.
+fn with_watchdog<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    let body = std::thread::spawn(move || {
+        let out = f();
+        let _ = tx.send(());
+        out
+    });
+    match rx.recv_timeout(limit) {
+        Ok(()) => body.join().unwrap(),
+        Err(mpsc::RecvTimeoutError::Disconnected) => match body.join() {
+            Ok(out) => out,
+            Err(payload) => resume_unwind(payload),
+        },
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("hang: not finished within {limit:?}"),
+    }
+}
+
+/// Keeps the panics these tests cause on purpose (their messages say "on purpose") out of the
+/// output; any other panic is reported as usual.
+fn quiet_intended_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let msg = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or_default();
+            if !msg.contains("(on purpose)") {
+                report(info);
+            }
+        }));
+    });
+}
+
+fn multi_thread(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A current-thread runtime whose clock starts paused.
+fn paused_current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
