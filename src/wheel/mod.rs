@@ -61,8 +61,7 @@ pub(crate) struct Stats {
 /// An entry handed out by [`Wheel::poll`].
 #[derive(Debug)]
 pub(crate) struct Expired<T> {
-    /// The entry's key and deadline, which only tests read.
-    #[cfg(test)]
+    /// The entry's key, and its deadline (which only tests read).
     pub(crate) key: Key,
     #[cfg(test)]
     pub(crate) deadline: u64,
@@ -193,7 +192,6 @@ impl<T> Wheel<T> {
     }
 
     /// Whether no entry is pending.
-    #[cfg(any(test, feature = "internals"))] // tests and `internals`
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -204,7 +202,6 @@ impl<T> Wheel<T> {
     }
 
     /// Slab capacity, in entries.
-    #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         self.entries.capacity()
     }
@@ -357,7 +354,6 @@ impl<T> Wheel<T> {
     /// Hands out the next entry whose deadline is at or before `now`, in deadline order, or
     /// returns `None` once there is none, leaving the wheel's time at `now` (time never goes
     /// back). Expired higher-level buckets cascade their entries down on the way.
-    #[cfg(any(test, feature = "internals"))] // tests and `internals`
     pub(crate) fn poll(&mut self, now: u64) -> Option<Expired<T>> {
         let mut unlimited = usize::MAX;
         match self.poll_within(now, &mut unlimited) {
@@ -532,14 +528,12 @@ impl<T> Wheel<T> {
     /// hands out a copy of its value if it is persistent.
     fn hand_out(&mut self, idx: u32) -> Expired<T> {
         let entry = &self.entries[idx as usize];
+        let key = Key {
+            index: idx,
+            generation: entry.generation,
+        };
         #[cfg(test)]
-        let (key, deadline) = (
-            Key {
-                index: idx,
-                generation: entry.generation,
-            },
-            entry.deadline,
-        );
+        let deadline = entry.deadline;
         if entry.persistent {
             let clone = self
                 .clone_value
@@ -548,7 +542,6 @@ impl<T> Wheel<T> {
             self.parked.push_back(&mut self.entries, idx, PARKED);
             self.parked_len += 1;
             return Expired {
-                #[cfg(test)]
                 key,
                 #[cfg(test)]
                 deadline,
@@ -561,7 +554,6 @@ impl<T> Wheel<T> {
             self.on_empty();
         }
         Expired {
-            #[cfg(test)]
             key,
             #[cfg(test)]
             deadline,
