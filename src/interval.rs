@@ -498,12 +498,16 @@ impl Interval {
     fn file(&mut self, key: Key, cx: &mut Context<'_>) -> Poll<Instant> {
         let shard = self.shard();
         let units = shard.driver.clock.deadline_to_units(self.next);
-        if !shard.reschedule(key, units) {
+        // Firing took the waker out of the entry: this puts the polling task's back.
+        if !shard.reschedule_persistent(key, units, cx.waker()) {
             // Only a shutdown takes the entry away from its owner.
             return self.fall_back(cx);
         }
+        if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            self.waker = Some(cx.waker().clone());
+        }
         self.wait = Wait::Filed { key, current: true };
-        self.watch(key, cx)
+        Poll::Pending
     }
 
     /// Makes sure the entry, filed for `self.next`, wakes this `cx` (a lock only if the task
@@ -556,8 +560,14 @@ impl Interval {
         if *current {
             let key = *key;
             let shard = self.shard();
-            // A `false` (a shutdown took the entry) is noticed by the next poll.
-            shard.reschedule(key, shard.driver.clock.deadline_to_units(next));
+            let units = shard.driver.clock.deadline_to_units(next);
+            // The entry may be parked (its waker taken by the firing): file it with the
+            // waker the interval last polled with. A `false` (a shutdown took the entry) is
+            // noticed by the next poll.
+            match &self.waker {
+                Some(waker) => shard.reschedule_persistent(key, units, waker),
+                None => shard.reschedule(key, units),
+            };
         }
     }
 

@@ -564,3 +564,24 @@ async fn interval_is_unpin_send_sync_and_debug_is_bounded() {
     assert!(printed.len() < 200, "{} bytes: {printed}", printed.len());
     assert!(printed.contains("period") && printed.contains("next_tick"));
 }
+
+/// A reset between ticks re-files the entry the last tick parked; the next tick must still
+/// wake the task (the firing moved the waker out of the entry, so re-filing has to put one
+/// back). Checked by the wake itself, not by polling after time moved.
+#[tokio::test(start_paused = true)]
+async fn a_reset_between_ticks_still_wakes_the_task() {
+    let mut i = task::spawn(interval(ms(10)));
+    assert!(poll_next(&mut i).is_ready()); // the first tick is immediate
+    assert!(poll_next(&mut i).is_pending()); // registers
+    step(ms(10)).await;
+    assert!(i.is_woken());
+    assert!(poll_next(&mut i).is_ready()); // the entry is parked now
+    i.reset();
+    assert!(poll_next(&mut i).is_pending());
+    step(ms(10)).await;
+    assert!(
+        i.is_woken(),
+        "the reset interval's next tick did not wake the task"
+    );
+    assert!(poll_next(&mut i).is_ready());
+}

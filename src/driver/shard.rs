@@ -52,10 +52,13 @@ impl Shard {
 
     /// Like [`register`](Self::register), but the entry is persistent: when it fires, its
     /// waker is woken and the entry parks, keeping its key and its `max_pending` slot, until
-    /// [`reschedule`](Self::reschedule) files it again or [`cancel`](Self::cancel) removes it
-    /// (see [`Wheel::insert_persistent`]). For timers that fire again and again (`Interval`).
-    /// Unlike `register`, a deadline already reached is filed too (it fires on the next pass).
-    #[allow(dead_code)] // Interval is next
+    /// [`reschedule_persistent`](Self::reschedule_persistent) files it again or
+    /// [`cancel`](Self::cancel) removes it (see [`Wheel::insert_persistent`]). For timers that
+    /// fire again and again (`Interval`). Unlike `register`, a deadline already reached is
+    /// filed too (it fires on the next pass).
+    ///
+    /// Firing moves the waker out of the entry (a no-op waker is left behind), so the pass
+    /// touches no reference count under the lock; re-filing puts a waker back.
     pub(crate) fn register_persistent(
         &self,
         deadline: u64,
@@ -88,7 +91,7 @@ impl Shard {
             return Err(TimerError::Shutdown);
         }
         let inserted = if persistent {
-            wheel.insert_persistent(deadline, waker)
+            wheel.insert_persistent(deadline, waker, take_waker)
         } else {
             wheel.insert(deadline, waker)
         };
@@ -138,7 +141,6 @@ impl Shard {
     /// For a persistent entry: `Some(true)` if it fired and is parked, `Some(false)` if it
     /// still waits (then `waker` is the one that will be woken), `None` if it is gone (removed,
     /// or drained by shutdown).
-    #[allow(dead_code)] // Interval is next
     pub(crate) fn poll_persistent(&self, key: Key, waker: &Waker) -> Option<bool> {
         {
             let mut wheel = self.lock();
@@ -163,6 +165,21 @@ impl Shard {
         drop(wheel);
         drop(old);
         Some(false)
+    }
+
+    /// Files a persistent entry (parked or waiting) for `deadline`, to wake `waker`: `false` if
+    /// it is gone (drained by shutdown). The waker is cloned, and the one it replaces dropped,
+    /// outside the lock.
+    pub(crate) fn reschedule_persistent(&self, key: Key, deadline: u64, waker: &Waker) -> bool {
+        let new = waker.clone();
+        let mut wheel = self.lock();
+        if !wheel.reschedule(key, deadline) {
+            return false; // `new` is dropped after the guard
+        }
+        let old = wheel.get_mut(key).map(|w| std::mem::replace(w, new));
+        self.publish_head(wheel);
+        drop(old);
+        true
     }
 
     /// Moves a pending entry to a new deadline; `false` if it is no longer pending.
@@ -243,6 +260,11 @@ impl Shard {
     pub(crate) fn contains(&self, key: Key) -> bool {
         self.lock().contains(key)
     }
+}
+
+/// How a fired persistent entry hands out its waker: moved out, a no-op left in its place.
+fn take_waker(w: &mut Waker) -> Waker {
+    std::mem::replace(w, futures::task::noop_waker())
 }
 
 thread_local! {

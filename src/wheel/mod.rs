@@ -118,8 +118,9 @@ pub(crate) struct Wheel<T> {
     /// The next link is the first entry of an empty wheel (it reports its wake time whatever
     /// it joins).
     first_entry: bool,
-    /// How persistent entries' values are copied when they fire (set by `insert_persistent`).
-    clone_value: Option<fn(&T) -> T>,
+    /// How a persistent entry's value is handed out when it fires, the entry keeping what is
+    /// left (set by `insert_persistent`).
+    take_value: Option<fn(&mut T) -> T>,
     /// Keep the slab's memory when the wheel empties (see [`keep_capacity`](Self::keep_capacity)).
     keep_capacity: bool,
     stats: Stats,
@@ -164,7 +165,7 @@ impl<T> Wheel<T> {
             next_generation: 1,
             new_head: None,
             first_entry: false,
-            clone_value: None,
+            take_value: None,
             keep_capacity: false,
             stats: Stats::default(),
         }
@@ -527,7 +528,8 @@ impl<T> Wheel<T> {
     /// Hands out entry `idx`, already unlinked from its list: removes it, or parks it and
     /// hands out a copy of its value if it is persistent.
     fn hand_out(&mut self, idx: u32) -> Expired<T> {
-        let entry = &self.entries[idx as usize];
+        let take = self.take_value;
+        let entry = &mut self.entries[idx as usize];
         let key = Key {
             index: idx,
             generation: entry.generation,
@@ -535,10 +537,9 @@ impl<T> Wheel<T> {
         #[cfg(test)]
         let deadline = entry.deadline;
         if entry.persistent {
-            let clone = self
-                .clone_value
-                .expect("set by insert_persistent, the only way to make a persistent entry");
-            let value = clone(&entry.value);
+            let take =
+                take.expect("set by insert_persistent, the only way to make a persistent entry");
+            let value = take(&mut entry.value);
             self.parked.push_back(&mut self.entries, idx, PARKED);
             self.parked_len += 1;
             return Expired {
@@ -886,14 +887,21 @@ impl<T> Iterator for Advance<'_, T> {
     }
 }
 
-impl<T: Clone> Wheel<T> {
-    /// Inserts a persistent entry: when it fires, [`poll`](Self::poll) hands out a clone of
-    /// its value and parks the entry (it keeps its key and slot, and no longer counts for
+impl<T> Wheel<T> {
+    /// Inserts a persistent entry: when it fires, [`poll`](Self::poll) hands out
+    /// `take(&mut value)` (a copy, or the value itself leaving a placeholder behind) and parks
+    /// the entry (it keeps its key and slot, and no longer counts for
     /// [`next_expiration`](Self::next_expiration)) until [`reschedule`](Self::reschedule)
     /// files it again or [`remove`](Self::remove) takes it out. One entry then serves a
-    /// periodic timer for its whole life.
-    pub(crate) fn insert_persistent(&mut self, deadline: u64, value: T) -> Result<Key, Full<T>> {
-        self.clone_value = Some(T::clone);
+    /// periodic timer for its whole life. `take` must be the same for every persistent entry
+    /// of a wheel.
+    pub(crate) fn insert_persistent(
+        &mut self,
+        deadline: u64,
+        value: T,
+        take: fn(&mut T) -> T,
+    ) -> Result<Key, Full<T>> {
+        self.take_value = Some(take);
         self.insert_entry(deadline, value, true)
     }
 }

@@ -456,7 +456,7 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
             }
             Op::InsertPersistent(delta) => {
                 let deadline = now.saturating_add(delta);
-                let key = wheel.insert_persistent(deadline, id).unwrap();
+                let key = wheel.insert_persistent(deadline, id, |v| *v).unwrap();
                 model.insert_persistent(id, deadline);
                 keys.push((key, id));
             }
@@ -699,7 +699,7 @@ fn a_huge_cascade_is_done_a_bounded_amount_at_a_time() {
 #[test]
 fn persistent_entries_park_when_they_fire_and_can_be_filed_again() {
     let mut w = Wheel::with_tick(64, 10);
-    let k = w.insert_persistent(50, 7u64).unwrap();
+    let k = w.insert_persistent(50, 7u64, |v| *v).unwrap();
     let other = w.insert(60, 8).unwrap();
     assert_eq!(w.next_expiration(), Some(50));
     let e = w.poll(55).unwrap();
