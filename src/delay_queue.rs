@@ -42,7 +42,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::Stream;
@@ -708,6 +708,17 @@ impl<T> DelayQueue<T> {
     /// # }
     /// ```
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        // One unit of the task's cooperative budget per item (tokio-util's queue spends none):
+        // draining a burst of expired items yields to the worker's other tasks.
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        let poll = self.poll_expired_inner(cx);
+        if poll.is_ready() {
+            coop.made_progress();
+        }
+        poll
+    }
+
+    fn poll_expired_inner(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             self.waker = Some(cx.waker().clone());
         }
@@ -778,7 +789,8 @@ impl<T> DelayQueue<T> {
                             Poll::Pending
                         };
                     }
-                    self.alarm = Alarm::Tokio(TokioSleep::new(at));
+                    let runtime = sleep.runtime().clone();
+                    self.alarm = Alarm::Tokio(TokioSleep::new(at, &runtime));
                 }
                 Alarm::Tokio(sleep) => return sleep.poll_until(at, cx),
             }

@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::AcqRel;
 use std::sync::{Arc, Arc as StdArc};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{ready, Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -451,6 +451,12 @@ impl<T> Future for DelayedTask<T> {
     ///
     /// If polled again after it returned `Ready`.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.cell.header().poll_result(cx)
+        // One unit of the cooperative budget, as Tokio's `JoinHandle`.
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        let poll = self.cell.header().poll_result(cx);
+        if poll.is_ready() {
+            coop.made_progress();
+        }
+        poll
     }
 }

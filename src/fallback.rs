@@ -9,6 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 /// A boxed `tokio::time::Sleep`, re-armed in place.
@@ -16,12 +17,14 @@ use tokio::time::Instant;
 pub(crate) struct TokioSleep(Pin<Box<tokio::time::Sleep>>);
 
 impl TokioSleep {
-    /// A sleep until `deadline`.
+    /// A sleep until `deadline` on `runtime` (the shut-down timer's; entered, so this works
+    /// from a thread outside any runtime too).
     ///
     /// # Panics
     ///
-    /// Outside a Tokio runtime with a time driver, as `tokio::time::sleep_until`.
-    pub(crate) fn new(deadline: Instant) -> TokioSleep {
+    /// If `runtime` has shut down, as `tokio::time::sleep_until` there.
+    pub(crate) fn new(deadline: Instant, runtime: &Handle) -> TokioSleep {
+        let _guard = runtime.enter();
         TokioSleep(Box::pin(tokio::time::sleep_until(deadline)))
     }
 

@@ -3,7 +3,7 @@
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::Stream;
@@ -429,6 +429,18 @@ impl Interval {
     /// # }
     /// ```
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        // One unit of the task's cooperative budget per tick, as Tokio's interval spends
+        // through its sleep: a loop of ticks owed (a burst after a stall, a body slower than
+        // the period) yields to the worker's other tasks when the budget runs out.
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        let poll = self.poll_tick_inner(cx);
+        if poll.is_ready() {
+            coop.made_progress();
+        }
+        poll
+    }
+
+    fn poll_tick_inner(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         if self.due {
             return Poll::Ready(self.fire(self.shard().driver.now()));
         }
@@ -537,7 +549,7 @@ impl Interval {
             self.shard().cancel(key); // normally drained already
         }
         self.waker = None;
-        let mut sleep = TokioSleep::new(self.next);
+        let mut sleep = TokioSleep::new(self.next, &self.shard().driver.runtime);
         let ready = sleep.poll_until(self.next, cx).is_ready();
         self.wait = Wait::Tokio(sleep);
         if ready {

@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use futures::task::noop_waker;
@@ -187,6 +187,11 @@ impl Sleep {
             },
             None => State::Elapsed,
         })
+    }
+
+    /// The runtime of this `Sleep`'s timer.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.shard.driver.runtime
     }
 
     /// The instant at which this `Sleep` completes.
@@ -389,8 +394,22 @@ impl Sleep {
 impl Future for Sleep {
     type Output = ();
 
+    /// Spends one unit of the task's cooperative budget, as Tokio's `Sleep` does: a task
+    /// whose budget is spent is made to yield (`Pending`, woken at once), so a loop of sleeps
+    /// already due cannot starve the other tasks of its worker.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        let poll = self.get_mut().poll_inner(cx);
+        if poll.is_ready() {
+            coop.made_progress();
+        }
+        poll
+    }
+}
+
+impl Sleep {
+    fn poll_inner(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self;
         match this.state {
             State::Elapsed | State::Shutdown => Poll::Ready(()),
             State::Idle { check_clock } => this.register(cx, check_clock),

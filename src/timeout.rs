@@ -137,12 +137,20 @@ impl<T: Future> Future for Timeout<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let me = self.project();
+        let had_budget = tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(v) = me.value.poll(cx) {
             // Done in time: the timer is not needed any more, even if the Timeout is kept.
             me.delay.disarm();
             return Poll::Ready(Ok(v));
         }
-        match Pin::new(&mut *me.delay).poll(cx) {
+        // As Tokio's `Timeout`: if the inner future spent the last of the task's budget, the
+        // deadline is still checked (unconstrained), or a busy future could never time out.
+        let delay = if had_budget && !tokio::task::coop::has_budget_remaining() {
+            Pin::new(&mut tokio::task::unconstrained(&mut *me.delay)).poll(cx)
+        } else {
+            Pin::new(&mut *me.delay).poll(cx)
+        };
+        match delay {
             Poll::Ready(()) => Poll::Ready(Err(Elapsed::new(me.delay.is_shutdown()))),
             Poll::Pending => Poll::Pending,
         }

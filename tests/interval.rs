@@ -5,6 +5,8 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -584,4 +586,138 @@ async fn a_reset_between_ticks_still_wakes_the_task() {
         "the reset interval's next tick did not wake the task"
     );
     assert!(poll_next(&mut i).is_ready());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Found in review: cooperative budget, and the fallback after a shutdown
+// ---------------------------------------------------------------------------------------------
+
+/// Tokio's `Interval` takes part in cooperative scheduling (each tick polls a Tokio `Sleep`,
+/// which spends task budget), so a loop of ticks that are all due at once yields to the
+/// runtime every 128 ticks. Ours completes every owed tick at once (`Interval::due`) and never
+/// returns `Pending` while behind: after a stall, a Burst loop starves every other task of
+/// its worker (the whole runtime on `current_thread`) until it has caught up. See the next
+/// test for the case where it never catches up.
+#[tokio::test(start_paused = true)]
+async fn a_bursting_interval_yields_to_other_tasks_like_tokios() {
+    let other_ran = Arc::new(AtomicBool::new(false));
+    let flag = other_ran.clone();
+    tokio::spawn(async move { flag.store(true, SeqCst) });
+
+    // Tokio's interval, the baseline: the other task gets to run within the burst.
+    let tokio_ticks_before_yield = {
+        let mut iv = tokio::time::interval(Duration::from_millis(1));
+        iv.tick().await;
+        tokio::time::advance(Duration::from_secs(10)).await; // 10 000 ticks owed
+        other_ran.store(false, SeqCst);
+        let again = other_ran.clone();
+        tokio::spawn(async move { again.store(true, SeqCst) });
+        let mut n = 0usize;
+        while !other_ran.load(SeqCst) && n < 5_000 {
+            iv.tick().await;
+            n += 1;
+        }
+        n
+    };
+    assert!(
+        tokio_ticks_before_yield < 5_000,
+        "baseline: Tokio's interval yields within a burst"
+    );
+
+    let mut iv = tokio_timing_wheel::interval(Duration::from_millis(1));
+    iv.tick().await;
+    tokio::time::advance(Duration::from_secs(10)).await; // 10 000 ticks owed
+    other_ran.store(false, SeqCst);
+    let again = other_ran.clone();
+    tokio::spawn(async move { again.store(true, SeqCst) });
+    let mut ticks = 0usize;
+    while !other_ran.load(SeqCst) && ticks < 5_000 {
+        iv.tick().await;
+        ticks += 1;
+    }
+    assert!(
+        other_ran.load(SeqCst),
+        "5000 ticks of a bursting Interval ran without yielding once \
+         (Tokio's yielded after {tokio_ticks_before_yield})"
+    );
+}
+
+/// The same, without a stall: a Burst interval whose loop body takes longer than the period
+/// falls behind for good, and from the moment it is more than 5 ms late every tick is due
+/// when the previous one completes. Tokio's loop still yields every 128 ticks; ours never
+/// yields again, so on a `current_thread` runtime no other task ever runs. (Real clock: the
+/// body must spend time without yielding. The assertion is on whether the other task ran, not
+/// on timing.)
+#[test]
+fn an_interval_slower_than_its_period_still_lets_other_tasks_run() {
+    // Ticks `$iv` with 2 ms of work each (period 1 ms) until a task spawned at tick 20, once
+    // well behind, gets to run: `None` if it did within 400 ticks, else the ticks run.
+    macro_rules! starved_for {
+        ($iv:expr) => {{
+            let other_ran = Arc::new(AtomicBool::new(false));
+            let mut ticks = 0usize;
+            while !other_ran.load(SeqCst) && ticks < 400 {
+                $iv.tick().await;
+                let spin = std::time::Instant::now();
+                while spin.elapsed() < Duration::from_millis(2) {} // slower than the period
+                ticks += 1;
+                if ticks == 20 {
+                    // Well behind now: from here the task must yield for this to run.
+                    let flag = other_ran.clone();
+                    tokio::spawn(async move { flag.store(true, SeqCst) });
+                }
+            }
+            (!other_ran.load(SeqCst)).then_some(ticks)
+        }};
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let (tokio_starved, ours_starved) = rt.block_on(async {
+        let mut tokio_iv = tokio::time::interval(Duration::from_millis(1));
+        let tokio_starved = starved_for!(tokio_iv);
+        let mut iv = tokio_timing_wheel::interval(Duration::from_millis(1));
+        (tokio_starved, starved_for!(iv))
+    });
+    assert_eq!(tokio_starved, None, "baseline: Tokio's interval yields");
+    assert_eq!(
+        ours_starved, None,
+        "a 1 ms interval with 2 ms of work per tick never yielded to the runtime"
+    );
+}
+
+/// A timer's futures work from plain threads (`Driver::now` enters the timer's runtime for the
+/// clock; `timer.rs::timer_can_be_used_from_a_thread_outside_the_runtime`), and the docs of
+/// `Interval` promise that after a shutdown it "does not stop, hang or spin: from then on it
+/// waits on Tokio's own timer". On a plain thread that fallback (`Interval::fall_back` ->
+/// `tokio::time::sleep_until`) panics: there is no runtime on the thread. The timer's
+/// runtime is alive here; the fallback could have entered it.
+#[test]
+fn an_interval_on_a_plain_thread_goes_on_after_its_timer_shuts_down() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    let t = timer.clone();
+    let ticks = std::thread::spawn(move || {
+        let mut iv = t.interval(Duration::from_millis(5));
+        let first = common::block_on_plain_thread(iv.tick());
+        let second = common::block_on_plain_thread(iv.tick()); // through the wheel
+        t.shutdown();
+        let third = common::block_on_plain_thread(iv.tick()); // documented: on Tokio's timer from now on
+        (first, second, third)
+    })
+    .join();
+    let (first, second, third) = match ticks {
+        Ok(t) => t,
+        Err(payload) => panic!(
+            "the plain thread's interval panicked after the shutdown: {}",
+            common::panic_message(&*payload)
+        ),
+    };
+    assert_eq!(second - first, Duration::from_millis(5));
+    assert_eq!(third - second, Duration::from_millis(5));
 }

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Mutex};
 use std::task::Waker;
 use std::time::Duration;
@@ -722,4 +723,27 @@ fn a_sleep_made_outside_the_runtime_uses_the_runtime_clock() {
         common::settle().await;
     });
     assert!(poll_with(&mut s, &waker).is_ready());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Found in review: cooperative budget
+// ---------------------------------------------------------------------------------------------
+
+/// The same root cause in `Sleep`: a zero or past deadline completes on the first poll without
+/// spending budget, so `loop { sleep_wheel(Duration::ZERO).await }` (a retry loop whose
+/// backoff came out as zero) never yields; Tokio's `sleep(ZERO)` yields every 128 polls.
+#[tokio::test(start_paused = true)]
+async fn a_loop_of_zero_sleeps_yields_to_other_tasks_like_tokios() {
+    let other_ran = Arc::new(AtomicBool::new(false));
+    let flag = other_ran.clone();
+    tokio::spawn(async move { flag.store(true, SeqCst) });
+    let mut n = 0;
+    while !other_ran.load(SeqCst) && n < 5_000 {
+        tokio_timing_wheel::sleep_wheel(Duration::ZERO).await;
+        n += 1;
+    }
+    assert!(
+        other_ran.load(SeqCst),
+        "5000 zero sleeps ran without yielding once"
+    );
 }

@@ -432,7 +432,10 @@ impl Worker {
             woke_ns: AtomicU64::new(0),
         });
         let waker = Waker::from(probe.clone());
-        match Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker)) {
+        // Outside the task's cooperative budget: out of budget, a poll yields (`Pending`,
+        // unregistered, the probe woken at once) instead of registering.
+        let mut poll = tokio::task::unconstrained(Pin::new(&mut sleep));
+        match Pin::new(&mut poll).poll(&mut Context::from_waker(&waker)) {
             Poll::Ready(()) => {
                 // Due at once: never entered the wheel.
                 shared.on_time("a held sleep", Instant::now(), sleep.deadline());

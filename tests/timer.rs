@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
-use std::task::Context;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -15,7 +15,7 @@ use tokio_timing_wheel::{
 };
 
 mod common;
-use common::{ms, panic_message, settle};
+use common::{ms, panic_message, poll_with, settle, CountingWaker};
 
 fn alive_tasks() -> usize {
     tokio::runtime::Handle::current()
@@ -918,4 +918,148 @@ fn a_blocked_worker_does_not_stall_the_other_workers_timers() {
         );
         blocker.await.unwrap();
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Found in review: a timer used from another runtime reads its own runtime's clock
+// ---------------------------------------------------------------------------------------------
+
+/// Never early, whichever runtime polls: a `Timer` built on a paused runtime A (its clock an
+/// hour ahead) and used from a task of a real-clock runtime B computes the deadline on B's
+/// clock and compares it with A's wheel time, so `timer.sleep(2 s)` completes on its first
+/// poll although no clock (A's or B's) has moved at all. A plain thread gets A's clock
+/// (`a_sleep_made_outside_the_runtime_uses_the_runtime_clock`); a task of another runtime
+/// does not. Tokio's own timers cannot be mixed this way (a `Sleep` belongs to one driver).
+#[test]
+fn a_timer_of_a_paused_runtime_used_from_another_runtime_never_fires_early() {
+    let a = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let timer = a.block_on(async {
+        let timer = Timer::builder().build().unwrap();
+        // An hour of A's virtual time, through the wheel (the driver's passes move its time).
+        timer.sleep(Duration::from_secs(3600)).await;
+        timer
+    });
+    let a_now = a.block_on(async { Instant::now() });
+
+    let b = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let waker = Waker::from(Arc::new(CountingWaker::default()));
+    let (ready, deadline) = b.block_on(async {
+        let mut s = timer.sleep(Duration::from_secs(2));
+        (poll_with(&mut s, &waker).is_ready(), s.deadline())
+    });
+    let a_later = a.block_on(async { Instant::now() });
+    assert_eq!(a_now, a_later, "A's clock did not move");
+    assert!(
+        !ready,
+        "a 2 s sleep completed on its first poll: deadline {deadline:?} is on B's clock, \
+         {:?} behind A's wheel time",
+        a_now.saturating_duration_since(deadline)
+    );
+}
+
+/// Worse than the first test: a task of another runtime can become the driver's runner (its
+/// registration lowers the alarm, and the alarm is due), and the runner's pass reads "now"
+/// with `Driver::now`, on the runner's runtime clock. A paused runtime B an hour ahead then
+/// fires the timer's other entries, those of runtime A's own tasks, up to an hour early.
+/// Here a 3 s sleep of a task on A completes at once (within 1 s of A's real clock).
+#[test]
+fn a_foreign_runtimes_clock_never_fires_the_timers_own_entries_early() {
+    let a = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = a.block_on(async { Timer::builder().build().unwrap() });
+    // Keeps A's Tokio time driver turning every millisecond (any busy service does), so a
+    // Tokio timer set in A's past is found elapsed at once when it is (re)registered.
+    a.spawn(async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+
+    // A task on A waits 3 s on the wheel; the test only waits 1 s for it.
+    let (registered_tx, registered_rx) = std::sync::mpsc::channel();
+    let t = timer.clone();
+    let victim = a.spawn(async move {
+        let mut s = tokio_test::task::spawn(t.sleep(Duration::from_secs(3)));
+        tokio_test::assert_pending!(s.poll());
+        registered_tx.send(()).unwrap();
+        let start = Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(1), s).await;
+        (r.is_ok(), start.elapsed())
+    });
+    registered_rx.recv().unwrap();
+
+    // Runtime B, paused: a sleep created, then B's clock moves an hour, then its first poll.
+    let b = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    b.block_on(async {
+        let mut s = timer.sleep(Duration::from_millis(1));
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        std::thread::sleep(Duration::from_millis(20)); // its deadline is past on A's clock too
+        let waker = Waker::from(Arc::new(CountingWaker::default()));
+        let _ = poll_with(&mut s, &waker); // registers in the past: this thread runs the pass
+    });
+
+    let (fired, after) = a.block_on(victim).unwrap();
+    assert!(
+        !fired,
+        "a 3 s sleep of a task on A completed after {after:?}: another runtime's clock fired it"
+    );
+}
+
+/// The other direction: a runner on a paused runtime whose clock is *behind* the timer's
+/// runtime spins for ever. Its pass (on its own clock) finds the head bucket not yet due, arms
+/// for it, Tokio (on the timer's runtime clock) reports that alarm already due, so it passes
+/// again, and so on: the registering task's poll never returns, and as the runner role is
+/// never given back, every other timer of the `Timer` stops too. A paused runtime falls behind
+/// real time whenever it is busy or blocked without advancing.
+#[test]
+fn a_runner_on_a_runtime_whose_clock_is_behind_does_not_spin() {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let b = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let a = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .unwrap();
+        let a_origin = a.block_on(async { Instant::now() });
+        let timer = a.block_on(async { Timer::builder().build().unwrap() });
+        a.spawn(async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        b.block_on(async {
+            // B's clock to 5 ms after A's origin: 25 ms behind A's clock.
+            let behind = a_origin + Duration::from_millis(5);
+            tokio::time::advance(behind.saturating_duration_since(Instant::now())).await;
+            let mut s = timer.sleep(Duration::from_millis(1)); // due on A's clock, not on B's
+            let waker = Waker::from(Arc::new(CountingWaker::default()));
+            let _ = poll_with(&mut s, &waker);
+        });
+        let _ = done_tx.send(());
+        drop(a);
+    });
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+        "the registering poll on the lagging runtime has not returned after 10 s (spinning)"
+    );
 }

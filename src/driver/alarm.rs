@@ -9,6 +9,8 @@
 #[cfg(not(loom))]
 use std::future::Future;
 #[cfg(not(loom))]
+use std::panic::{catch_unwind, AssertUnwindSafe};
+#[cfg(not(loom))]
 use std::pin::{pin, Pin};
 use std::task::Waker;
 #[cfg(not(loom))]
@@ -27,51 +29,72 @@ pub(crate) struct Alarm {
     set_for: Option<u64>,
 }
 
+/// What setting the alarm found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(loom, allow(dead_code))] // the loom stand-in is never due nor refused
+pub(crate) enum Set {
+    /// Armed (or disarmed, for `u64::MAX`): Tokio will wake the driver when it is due.
+    Waiting,
+    /// Already due (Tokio's clock has passed it): the caller must make a pass itself.
+    Due,
+    /// Tokio panicked instead of arming it: its runtime is shutting down (Tokio's unstable
+    /// alt timer fires and refuses timers before the runtime drops its tasks). The panic was
+    /// contained; the caller must shut the timer down.
+    Refused,
+}
+
 #[cfg(not(loom))]
 impl Alarm {
     /// Sets the alarm for wheel time `at` (the instant `instant`), or disarms it for
-    /// `u64::MAX`, and registers `waker` to be woken when it fires. Returns whether it is
-    /// already due (Tokio's clock has passed it): the caller must then make a pass itself.
+    /// `u64::MAX`, and registers `waker` to be woken when it fires.
     ///
     /// Tokio may wake `waker` from inside this call (re-registering an elapsed deadline fires
     /// it at once), so the waker must not need anything the caller holds.
-    pub(crate) fn set(&mut self, at: u64, instant: Instant, waker: &Waker, rt: &Handle) -> bool {
+    pub(crate) fn set(&mut self, at: u64, instant: Instant, waker: &Waker, rt: &Handle) -> Set {
         if at == u64::MAX {
             // Nothing to wait for: drop a sleep still registered (it would wake Tokio's
             // driver for nothing); keep a fired one for reuse (no allocation on the next arm).
             self.set_for = None;
             if self.sleep.as_ref().is_some_and(|s| !s.is_elapsed()) {
-                self.sleep = None;
+                return self.drop_sleep();
             }
-            return false;
+            return Set::Waiting;
         }
         let armed = self.sleep.as_ref().is_some_and(|s| !s.is_elapsed());
         if self.set_for == Some(at) && armed {
-            return false; // registered for that time, with this waker, and not fired
+            return Set::Waiting; // registered for that time, with this waker, and not fired
         }
-        let sleep = match &mut self.sleep {
-            Some(sleep) => {
-                sleep.as_mut().reset(instant);
-                sleep
-            }
-            None => {
-                // Entered, so the sleep belongs to the timer's runtime whatever thread this is.
-                let _guard = rt.enter();
-                self.sleep
-                    .insert(Box::pin(tokio::time::sleep_until(instant)))
-            }
-        };
-        // Unconstrained: when the caller is a task out of coop budget, a constrained poll
-        // would return Pending without registering (and wake the waker, looping).
-        let mut cx = Context::from_waker(waker);
-        match pin!(tokio::task::unconstrained(sleep.as_mut())).poll(&mut cx) {
-            Poll::Ready(()) => {
+        let slot = &mut self.sleep;
+        // Tokio's sleep is its code, not ours: it panics when its runtime refuses timers.
+        let poll = catch_unwind(AssertUnwindSafe(|| {
+            let sleep = match slot {
+                Some(sleep) => {
+                    sleep.as_mut().reset(instant);
+                    sleep
+                }
+                None => {
+                    // Entered, so the sleep belongs to the timer's runtime whatever the thread.
+                    let _guard = rt.enter();
+                    slot.insert(Box::pin(tokio::time::sleep_until(instant)))
+                }
+            };
+            // Unconstrained: when the caller is a task out of coop budget, a constrained poll
+            // would return Pending without registering (and wake the waker, looping).
+            let mut cx = Context::from_waker(waker);
+            pin!(tokio::task::unconstrained(sleep.as_mut())).poll(&mut cx)
+        }));
+        match poll {
+            Ok(Poll::Ready(())) => {
                 self.set_for = None;
-                true
+                Set::Due
             }
-            Poll::Pending => {
+            Ok(Poll::Pending) => {
                 self.set_for = Some(at);
-                false
+                Set::Waiting
+            }
+            Err(_) => {
+                self.refused();
+                Set::Refused
             }
         }
     }
@@ -79,8 +102,28 @@ impl Alarm {
     /// Drops the sleep (the timer shut down; the runtime may be shutting down too, after
     /// which the sleep must not be polled again).
     pub(crate) fn disarm(&mut self) {
+        let _ = self.drop_sleep();
+    }
+
+    /// Drops the sleep, containing a panic of Tokio's.
+    fn drop_sleep(&mut self) -> Set {
         self.set_for = None;
-        self.sleep = None;
+        let sleep = self.sleep.take();
+        if catch_unwind(AssertUnwindSafe(move || drop(sleep))).is_err() {
+            Set::Refused
+        } else {
+            Set::Waiting
+        }
+    }
+
+    /// Tokio panicked in the middle of using the sleep: it is leaked, not dropped (Tokio may
+    /// still hold it in its wheel, and dropping it could panic again).
+    fn refused(&mut self) {
+        self.set_for = None;
+        if let Some(sleep) = self.sleep.take() {
+            std::mem::forget(sleep);
+        }
+        tracing::debug!("Tokio refused the timer's alarm: its runtime is shutting down");
     }
 
     /// The wheel time the alarm is registered for, if it is set and has not fired.
@@ -103,14 +146,14 @@ pub(crate) struct Alarm {
 
 #[cfg(loom)]
 impl Alarm {
-    pub(crate) fn set(&mut self, at: u64, _: Instant, _: &Waker, _: &Handle) -> bool {
+    pub(crate) fn set(&mut self, at: u64, _: Instant, _: &Waker, _: &Handle) -> Set {
         if at == u64::MAX {
             self.set_for = None;
         } else if self.set_for != Some(at) || self.fired {
             self.set_for = Some(at);
             self.fired = false;
         }
-        false
+        Set::Waiting
     }
 
     pub(crate) fn disarm(&mut self) {

@@ -5,9 +5,59 @@
 //! of overflowing, and "now" stops one short of `u64::MAX`, so a deadline beyond the horizon
 //! (which saturates to `u64::MAX`) waits forever rather than firing early.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use tokio::runtime::Builder;
 use tokio::time::Instant;
+
+/// Whether this build's Tokio can pause its clocks (its `test-util` feature is compiled in).
+///
+/// Without it every runtime reads the one monotonic clock, so `Instant::now()` means the same
+/// on any thread; with it, each runtime may keep its own paused clock, and a timer must read
+/// the clock of its own runtime. Found once, at run time, by method resolution:
+/// `Builder::start_paused` exists only with `test-util`, and an inherent method is preferred
+/// over this module's stand-in trait method of the same name; their return types differ.
+pub(crate) fn clocks_can_pause() -> bool {
+    static PAUSABLE: OnceLock<bool> = OnceLock::new();
+    *PAUSABLE.get_or_init(|| {
+        let mut builder = Builder::new_current_thread();
+        builder.start_paused(false).has_start_paused()
+    })
+}
+
+/// The answer when Tokio has no `start_paused` (never constructed with `test-util`).
+#[allow(dead_code)]
+struct Absent;
+
+/// Reached by `builder.start_paused(..)` only when Tokio has no inherent method of that name.
+#[allow(dead_code)]
+trait StandIn {
+    fn start_paused(&mut self, _: bool) -> Absent;
+}
+
+impl StandIn for Builder {
+    fn start_paused(&mut self, _: bool) -> Absent {
+        Absent
+    }
+}
+
+/// Which `start_paused` answered.
+trait Answer {
+    fn has_start_paused(&self) -> bool;
+}
+
+impl Answer for Absent {
+    fn has_start_paused(&self) -> bool {
+        false
+    }
+}
+
+impl Answer for &mut Builder {
+    fn has_start_paused(&self) -> bool {
+        true
+    }
+}
 
 /// Far enough from `now` to mean "never" (about 30 years), as tokio does.
 pub(crate) fn far_future(now: Instant) -> Instant {

@@ -42,7 +42,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use self::alarm::Alarm;
+use self::alarm::{Alarm, Set};
 use self::arm::{Arm, PASS, REARM};
 use self::clock::Clock;
 use self::shard::Shard;
@@ -69,6 +69,10 @@ pub(crate) struct Driver {
     reserved: AtomicUsize,
     /// The runtime whose time driver fires the alarm and onto which delayed tasks spawn.
     pub(crate) runtime: Handle,
+    /// `runtime`'s id, and whether runtimes' clocks can differ in this build (Tokio's
+    /// `test-util`): then every clock read of this timer must be one of `runtime`'s.
+    runtime_id: tokio::runtime::Id,
+    clocks_can_pause: bool,
     /// Firing passes, for [`TimerMetrics`](crate::TimerMetrics).
     passes: std::sync::atomic::AtomicU64,
     /// Dropped with the driver, or at shutdown: lets the sentinel task end.
@@ -137,6 +141,8 @@ impl Driver {
             shutdown_at: AtomicU64::new(u64::MAX),
             max_pending,
             reserved: AtomicUsize::new(0),
+            runtime_id: runtime.id(),
+            clocks_can_pause: clock::clocks_can_pause(),
             runtime,
             passes: std::sync::atomic::AtomicU64::new(0),
             sentinel: std::sync::Mutex::new(None),
@@ -158,16 +164,24 @@ impl Driver {
         sentinel::spawn(self);
     }
 
-    /// The current instant on the clock of the timer's runtime: on a thread outside any
-    /// runtime (a plain thread polling a `Sleep` with `block_on`), Tokio's `Instant::now()`
-    /// would read the system clock even while the runtime's clock is paused, so the timer's
-    /// runtime is entered for the read.
+    /// The current instant on the clock of the timer's runtime.
+    ///
+    /// Without Tokio's `test-util` every runtime reads the same monotonic clock, and this is
+    /// `Instant::now()`. With it, a runtime may have a paused clock of its own, and the
+    /// caller may be on another runtime (or on no runtime: a plain thread polling a `Sleep`
+    /// with `block_on`), whose clock says something else: then the timer's runtime is entered
+    /// for the read. Every deadline, every pass and every `is_elapsed` of a timer reads its
+    /// own runtime's clock, so mixing runtimes can neither fire early nor make a pass spin.
     pub(crate) fn now(&self) -> Instant {
-        if tokio::task::try_id().is_some() || Handle::try_current().is_ok() {
-            Instant::now()
-        } else {
-            let _guard = self.runtime.enter();
-            Instant::now()
+        if !self.clocks_can_pause {
+            return Instant::now();
+        }
+        match Handle::try_current() {
+            Ok(current) if current.id() == self.runtime_id => Instant::now(),
+            _ => {
+                let _guard = self.runtime.enter();
+                Instant::now()
+            }
         }
     }
 
@@ -259,10 +273,14 @@ impl Driver {
         if self.is_shutdown() {
             return;
         }
-        let due = alarm.set(at, instant, &self.waker, &self.runtime);
+        let set = alarm.set(at, instant, &self.waker, &self.runtime);
         drop(alarm);
-        if due {
-            self.arm.add(PASS);
+        match set {
+            Set::Waiting => {}
+            Set::Due => self.arm.add(PASS),
+            // Tokio's runtime is going: resolve everything now (its sentinel task may not
+            // have been dropped yet, with Tokio's alt timer).
+            Set::Refused => self.shutdown(),
         }
     }
 

@@ -94,9 +94,12 @@ impl Wake for CountingWaker {
     }
 }
 
-/// Polls `sleep` once with `waker`.
+/// Polls `sleep` once with `waker`, outside the task's cooperative budget: a test polling
+/// thousands of sleeps by hand in one go is not a task that should be made to yield (a `Sleep`
+/// whose task is out of budget returns `Pending` without registering, and wakes at once).
 pub(crate) fn poll_with(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
-    Pin::new(sleep).poll(&mut Context::from_waker(waker))
+    let mut unconstrained = tokio::task::unconstrained(Pin::new(sleep));
+    Pin::new(&mut unconstrained).poll(&mut Context::from_waker(waker))
 }
 
 /// The message of a panic payload (a `String` or a `&str`), or `""` for any other payload.
@@ -107,5 +110,24 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         (*s).to_string()
     } else {
         String::new()
+    }
+}
+
+/// A minimal executor for a plain thread: polls `f`, parking the thread between wakes.
+pub(crate) fn block_on_plain_thread<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
     }
 }
