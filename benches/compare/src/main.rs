@@ -42,6 +42,8 @@
 //! - `memory`: bytes per pending sleep.
 //! - `delayed`: 1M delayed tasks, half cancelled: CPU, issue time, peak memory.
 //! - `idle`: CPU and driver wakeups with 100k timers pending 1 h away.
+//! - `interval`: 10k intervals x 100 ticks of 10 ms: CPU per tick, beside a no-timer floor.
+//! - `delay-queue`: 1M inserts, 1M resets and 500k removes; expiry throughput; bytes per item.
 //!
 //! # Adding a workload
 //!
