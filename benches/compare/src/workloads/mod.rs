@@ -47,6 +47,7 @@ pub(crate) mod delay_queue;
 pub(crate) mod delayed;
 pub(crate) mod fire;
 pub(crate) mod fire_load;
+pub(crate) mod hyper_idle;
 pub(crate) mod idle;
 pub(crate) mod interval;
 pub(crate) mod memory;
@@ -66,6 +67,7 @@ pub(crate) const ALL: &[Workload] = &[
     idle::WORKLOAD,
     interval::WORKLOAD,
     delay_queue::WORKLOAD,
+    hyper_idle::WORKLOAD,
 ];
 
 /// The workload called `name`.
