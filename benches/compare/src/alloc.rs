@@ -3,8 +3,8 @@
 //! It forwards everything to [`System`]. While no meter runs it adds one relaxed load of a
 //! flag per allocation and per free (a read-shared cache line, no contention), so workloads that
 //! do not measure memory pay next to nothing for it. While a meter runs, every allocation and
-//! free also updates a shared counter and its peak (relaxed atomics): the memory and
-//! delayed-task workloads only.
+//! free also updates a shared counter and its peak (relaxed atomics): only in the phases
+//! that measure memory.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::AtomicBool;

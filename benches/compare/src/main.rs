@@ -2,7 +2,7 @@
 //! timer crates, each workload with all its systems in one process.
 //!
 //! ```sh
-//! cargo run --release -p compare                      # everything: about 4 minutes on 2 cores
+//! cargo run --release -p compare                      # everything: about 5 minutes on 2 cores
 //! cargo run --release -p compare -- --quick           # tiny sizes, the CI smoke run (< 60 s)
 //! cargo run --release -p compare -- --only fire-load --only reset   # some workloads
 //! cargo run --release -p compare -- --list            # the workloads, one line each
@@ -42,6 +42,11 @@
 //! - `memory`: bytes per pending sleep.
 //! - `delayed`: 1M delayed tasks, half cancelled: CPU, issue time, peak memory.
 //! - `idle`: CPU and driver wakeups with 100k timers pending 1 h away.
+//! - `interval`: 10k intervals x 100 ticks of 10 ms: CPU per tick, beside a no-timer floor.
+//! - `delay-queue`: 1M inserts, 1M resets and 500k removes; expiry throughput; bytes per item.
+//! - `hyper-idle`: 10k idle hyper connections, the header-read timer on the wheel or on
+//!   Tokio's: bytes and idle CPU per connection, deadline-to-close lateness; and requests/s
+//!   through a tower timeout.
 //!
 //! # Adding a workload
 //!

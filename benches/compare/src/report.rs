@@ -135,6 +135,12 @@ pub(crate) fn joined(figures: &[f64], fmt: impl Fn(f64) -> String) -> String {
         .join(" / ")
 }
 
+/// The last cell of a summary row for an issue's target: "target met (GOAL)" or "target missed
+/// (GOAL)", `goal` saying what was asked ("<= 2", ">= 2x").
+pub(crate) fn target(met: bool, goal: &str) -> String {
+    format!("target {} ({goal})", if met { "met" } else { "missed" })
+}
+
 /// A table row for a system this build cannot measure: its name, "n/a", dashes, and `why` in
 /// the last of its `columns` cells (the last, so that the long text widens no other column).
 pub(crate) fn unmeasured_row(name: &str, columns: usize, why: &str) -> Vec<String> {
@@ -282,6 +288,12 @@ mod tests {
             ratios(&[2.0, 1.0], &[1.0, 2.0], true),
             "2.00x better / 2.00x worse"
         );
+    }
+
+    #[test]
+    fn targets_say_whether_they_were_met() {
+        assert_eq!(target(true, "<= 2"), "target met (<= 2)");
+        assert_eq!(target(false, ">= 2x"), "target missed (>= 2x)");
     }
 
     #[test]

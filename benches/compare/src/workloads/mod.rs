@@ -43,10 +43,13 @@ pub(crate) struct Workload {
 // (its `WORKLOAD` is never used, and warnings are errors in CI).
 pub(crate) mod blocked_worker;
 pub(crate) mod cross_worker;
+pub(crate) mod delay_queue;
 pub(crate) mod delayed;
 pub(crate) mod fire;
 pub(crate) mod fire_load;
+pub(crate) mod hyper_idle;
 pub(crate) mod idle;
+pub(crate) mod interval;
 pub(crate) mod memory;
 pub(crate) mod reset;
 pub(crate) mod rpc;
@@ -62,6 +65,9 @@ pub(crate) const ALL: &[Workload] = &[
     memory::WORKLOAD,
     delayed::WORKLOAD,
     idle::WORKLOAD,
+    interval::WORKLOAD,
+    delay_queue::WORKLOAD,
+    hyper_idle::WORKLOAD,
 ];
 
 /// The workload called `name`.

@@ -25,7 +25,7 @@ use tokio_timing_wheel::Timer;
 
 use super::{Ctx, Workload};
 use crate::poll::PendingOnce;
-use crate::report::{interleaved, print_table, rate, ratio, Summary};
+use crate::report::{interleaved, print_table, rate, ratio, target, Summary};
 use crate::rt::{Flavor, ALT_TIMER_MISSING};
 
 pub(crate) const WORKLOAD: Workload = Workload {
@@ -309,10 +309,9 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         &format!("{ours_cost:.0} ns = {ours_reads:.1} reads"),
         System::ClockRead.name(),
         &format!("{clock_ns:.1} ns"),
-        &if ours_reads <= TARGET_CLOCK_READS {
-            format!("target met (<= {TARGET_CLOCK_READS})")
-        } else {
-            format!("target missed (> {TARGET_CLOCK_READS})")
-        },
+        &target(
+            ours_reads <= TARGET_CLOCK_READS,
+            &format!("<= {TARGET_CLOCK_READS}"),
+        ),
     );
 }

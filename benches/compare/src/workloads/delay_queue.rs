@@ -1,0 +1,388 @@
+//! delay-queue: a keyed delay queue's operations, expiry and memory, ours against tokio-util's.
+//!
+//! Each queue is owned by one task on a current-thread runtime (both queues are `&mut self`),
+//! ours (`tokio_timing_wheel::DelayQueue`) against tokio-util's `DelayQueue`, `u64` values:
+//!
+//! - **operations**: 1M inserts (`insert_at`, deadlines spread over 1 to 61 s), then 1M resets
+//!   of random items (`reset_at`, to 30 to 90 s: mostly later, as idle timeouts move), then
+//!   500k removals of random items (`try_remove`; an item already removed counts as an
+//!   operation too). Wall time of each phase: ops/s of each and of all 2.5M. The random
+//!   sequence is the same for both queues (a fixed-seed xorshift), and the deadlines are
+//!   computed before timing from an instant read just before (no clock read in the timed
+//!   loops). Dropping the queue is not timed. Issue 11's target: at least 2x tokio-util's
+//!   ops/s over all operations.
+//! - **expiry**: 1M items due over 1 s (from 50 ms on), taken out through the `Stream` until
+//!   the queue is empty: items per CPU-second of the thread that runs the runtime
+//!   (`/proc/thread-self/schedstat`, ns, brought up to date at the scheduler's ticks: a few ms,
+//!   a few % of a run) and the wall time (at least
+//!   the spread); then a burst: 1M items all due at one instant, taken out once it has passed,
+//!   items per second of wall time (the drain alone: what a queue does per expired item).
+//! - **memory**: bytes allocated per item held (the counting allocator, [`crate::alloc`]),
+//!   the queue's growth included, for a queue of 1M items made with `new()` (both grow their
+//!   storage by doubling). Allocation is deterministic: once, not interleaved.
+//!
+//! Operations and expiry: medians of interleaved repetitions, a fresh runtime each.
+
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use tokio::time::Instant;
+
+use super::{Ctx, Workload};
+use crate::alloc::Meter;
+use crate::cpu::current_thread_cpu_ns;
+use crate::report::{interleaved, print_table, rate, ratio, target, Summary};
+use crate::rt::Flavor;
+use crate::sleepers::spread_at;
+
+pub(crate) const WORKLOAD: Workload = Workload {
+    name: "delay-queue",
+    about: "1M inserts, 1M resets, 500k removes; expiry; bytes per item: ours vs tokio-util",
+    run,
+};
+
+/// Issue 11's target: our ops/s over tokio-util's, over all operations, at least this.
+const TARGET_RATIO: f64 = 2.0;
+
+type Ours = tokio_timing_wheel::DelayQueue<u64>;
+type Peer = tokio_util::time::DelayQueue<u64>;
+
+const OURS: &str = "ours: DelayQueue";
+const PEER: &str = "tokio-util DelayQueue";
+
+/// The operations both queues offer, so that one function measures both.
+trait Queue: Default + Stream + Unpin {
+    type Key: Copy;
+    fn insert_at(&mut self, value: u64, at: Instant) -> Self::Key;
+    fn reset_at(&mut self, key: &Self::Key, at: Instant);
+    fn try_remove(&mut self, key: &Self::Key) -> bool;
+}
+
+impl Queue for Ours {
+    type Key = tokio_timing_wheel::delay_queue::Key;
+    fn insert_at(&mut self, value: u64, at: Instant) -> Self::Key {
+        Ours::insert_at(self, value, at)
+    }
+    fn reset_at(&mut self, key: &Self::Key, at: Instant) {
+        Ours::reset_at(self, key, at)
+    }
+    fn try_remove(&mut self, key: &Self::Key) -> bool {
+        Ours::try_remove(self, key).is_some()
+    }
+}
+
+impl Queue for Peer {
+    type Key = tokio_util::time::delay_queue::Key;
+    fn insert_at(&mut self, value: u64, at: Instant) -> Self::Key {
+        Peer::insert_at(self, value, at)
+    }
+    fn reset_at(&mut self, key: &Self::Key, at: Instant) {
+        Peer::reset_at(self, key, at)
+    }
+    fn try_remove(&mut self, key: &Self::Key) -> bool {
+        Peer::try_remove(self, key).is_some()
+    }
+}
+
+/// A small deterministic PRNG (xorshift64*): the same sequence for both queues.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+/// The operations of the first measurement, as offsets from an instant given later.
+struct Plan {
+    inserts: Vec<Duration>,
+    /// (item, new deadline)
+    resets: Vec<(usize, Duration)>,
+    removes: Vec<usize>,
+}
+
+impl Plan {
+    fn new(n: usize) -> Plan {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let ms = |rng: &mut Rng, lo: u64, span: u64| Duration::from_millis(lo + rng.below(span));
+        Plan {
+            inserts: (0..n).map(|_| ms(&mut rng, 1_000, 60_000)).collect(),
+            resets: (0..n)
+                .map(|_| (rng.below(n as u64) as usize, ms(&mut rng, 30_000, 60_000)))
+                .collect(),
+            removes: (0..n / 2).map(|_| rng.below(n as u64) as usize).collect(),
+        }
+    }
+
+    /// `[inserts, resets, removes]`: how many operations each phase does.
+    fn counts(&self) -> [usize; 3] {
+        [self.inserts.len(), self.resets.len(), self.removes.len()]
+    }
+
+    /// The insert deadlines, from `base`.
+    fn insert_deadlines(&self, base: Instant) -> Vec<Instant> {
+        self.inserts.iter().map(|&d| base + d).collect()
+    }
+}
+
+/// Operations per second: `[inserts, resets, removes, all]`, on a fresh runtime.
+fn ops_per_sec<Q: Queue>(plan: &Plan) -> [f64; 4] {
+    let rt = Flavor::CurrentThread.runtime(1, "dq-ops");
+    let secs = rt.block_on(async {
+        let base = Instant::now();
+        let inserts = plan.insert_deadlines(base);
+        let resets: Vec<(usize, Instant)> =
+            plan.resets.iter().map(|&(i, d)| (i, base + d)).collect();
+        let mut q = Q::default();
+        let t = std::time::Instant::now();
+        let keys: Vec<Q::Key> = inserts
+            .iter()
+            .enumerate()
+            .map(|(i, &at)| q.insert_at(i as u64, at))
+            .collect();
+        let insert = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        for &(i, at) in &resets {
+            q.reset_at(&keys[i], at);
+        }
+        let reset = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let mut removed = 0usize;
+        for &i in &plan.removes {
+            removed += usize::from(q.try_remove(&keys[i]));
+        }
+        let remove = t.elapsed().as_secs_f64();
+        std::hint::black_box(removed);
+        [insert, reset, remove]
+    });
+    drop(rt);
+    let counts = plan.counts();
+    let all = counts.iter().sum::<usize>() as f64 / secs.iter().sum::<f64>();
+    [
+        counts[0] as f64 / secs[0],
+        counts[1] as f64 / secs[1],
+        counts[2] as f64 / secs[2],
+        all,
+    ]
+}
+
+/// `[items per CPU-second, wall ms]` for `n` items due over `spread`, taken out as a stream;
+/// then `[items per second]` for a burst of `n` items due at once.
+fn expiry<Q: Queue>(n: usize, spread: Duration) -> [f64; 3] {
+    let rt = Flavor::CurrentThread.runtime(1, "dq-expiry");
+    let out = rt.block_on(async {
+        let mut q = Q::default();
+        let start = Instant::now() + Duration::from_millis(50);
+        for i in 0..n {
+            q.insert_at(i as u64, start + spread_at(spread, i, n));
+        }
+        let cpu0 = current_thread_cpu_ns();
+        let wall = std::time::Instant::now();
+        let taken = drain(&mut q).await;
+        let wall = wall.elapsed();
+        let cpu = current_thread_cpu_ns().saturating_sub(cpu0) as f64 / 1e9;
+        assert_eq!(taken, n, "the queue lost items");
+
+        let due = Instant::now() + Duration::from_millis(10);
+        for i in 0..n {
+            q.insert_at(i as u64, due);
+        }
+        tokio::time::sleep_until(due + Duration::from_millis(5)).await;
+        let burst = std::time::Instant::now();
+        assert_eq!(drain(&mut q).await, n, "the queue lost items");
+        let burst = burst.elapsed();
+        [
+            n as f64 / cpu,
+            wall.as_secs_f64() * 1e3,
+            n as f64 / burst.as_secs_f64(),
+        ]
+    });
+    drop(rt);
+    out
+}
+
+/// Takes every item out of `q` through its `Stream`, until it is empty; how many.
+async fn drain<Q: Queue>(q: &mut Q) -> usize {
+    let mut taken = 0;
+    while q.next().await.is_some() {
+        taken += 1;
+    }
+    taken
+}
+
+/// Bytes allocated per item of a queue made with `new()` holding the plan's inserts.
+fn bytes_per_item<Q: Queue>(plan: &Plan) -> f64 {
+    let rt = Flavor::CurrentThread.runtime(1, "dq-memory");
+    let bytes = rt.block_on(async {
+        let inserts = plan.insert_deadlines(Instant::now());
+        let meter = Meter::start();
+        let mut q = Q::default();
+        for (i, &at) in inserts.iter().enumerate() {
+            q.insert_at(i as u64, at);
+        }
+        let bytes = meter.net();
+        drop(meter);
+        drop(q);
+        bytes
+    });
+    drop(rt);
+    bytes.max(0) as f64 / plan.inserts.len() as f64
+}
+
+fn run(ctx: &Ctx, summary: &mut Summary) {
+    let n = ctx.size(1_000_000, 50_000);
+    let expiring = ctx.size(1_000_000, 20_000);
+    let spread = ctx.size(Duration::from_secs(1), Duration::from_millis(100));
+    let plan = Plan::new(n);
+    let [inserts, resets, removes] = plan.counts();
+    println!(
+        "Operations: {inserts} inserts, {resets} resets, {removes} removes. Expiry: \
+         {expiring} items due over {spread:?}, then {expiring} due at once. Memory: {inserts} items held. One task on a \
+         current-thread runtime.\n"
+    );
+
+    println!("### Operations\n");
+    let systems = [OURS, PEER];
+    let ops = interleaved(ctx.reps, &systems, |&sys| {
+        Some(if sys == OURS {
+            ops_per_sec::<Ours>(&plan)
+        } else {
+            ops_per_sec::<Peer>(&plan)
+        })
+    });
+    let ops: Vec<_> = ops.into_iter().map(|r| r.expect("measured")).collect();
+    let [ours, peer] = [0, 1].map(|s| ops[s].medians());
+    let phases = ["insert_at", "reset_at", "try_remove", "all operations"];
+    let rows: Vec<Vec<String>> = phases
+        .iter()
+        .enumerate()
+        .map(|(k, phase)| {
+            vec![
+                phase.to_string(),
+                ops[0].shown(k, rate),
+                ops[1].shown(k, rate),
+                ratio(ours[k], peer[k], true),
+            ]
+        })
+        .collect();
+    print_table(
+        &["operation", "ours ops/s", "tokio-util ops/s", "ours vs it"],
+        &rows,
+    );
+    let times = ours[3] / peer[3];
+    println!(
+        "Ours runs all operations at {times:.2}x tokio-util's rate (target: at least \
+         {TARGET_RATIO}x).\n"
+    );
+
+    println!("### Expiry\n");
+    let exp = interleaved(ctx.reps, &systems, |&sys| {
+        Some(if sys == OURS {
+            expiry::<Ours>(expiring, spread)
+        } else {
+            expiry::<Peer>(expiring, spread)
+        })
+    });
+    let exp: Vec<_> = exp.into_iter().map(|r| r.expect("measured")).collect();
+    let [ours_exp, peer_exp] = [0, 1].map(|s| exp[s].medians());
+    let rows: Vec<Vec<String>> = systems
+        .iter()
+        .zip(&exp)
+        .enumerate()
+        .map(|(s, (sys, r))| {
+            vec![
+                sys.to_string(),
+                r.shown(0, rate),
+                if s == 0 {
+                    "-".to_string()
+                } else {
+                    ratio(ours_exp[0], r.median(0), true)
+                },
+                r.shown(1, |x| format!("{x:.0}")),
+                r.shown(2, rate),
+                if s == 0 {
+                    "-".to_string()
+                } else {
+                    ratio(ours_exp[2], r.median(2), true)
+                },
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "system",
+            "items per CPU-second",
+            "ours vs it",
+            "wall ms",
+            "burst: items/s",
+            "ours vs it",
+        ],
+        &rows,
+    );
+
+    println!("### Memory\n");
+    let ours_bytes = bytes_per_item::<Ours>(&plan);
+    let peer_bytes = bytes_per_item::<Peer>(&plan);
+    print_table(
+        &["system", "bytes per item held (u64 values)", "ours vs it"],
+        &[
+            vec![
+                OURS.to_string(),
+                format!("{ours_bytes:.1}"),
+                "-".to_string(),
+            ],
+            vec![
+                PEER.to_string(),
+                format!("{peer_bytes:.1}"),
+                ratio(ours_bytes, peer_bytes, false),
+            ],
+        ],
+    );
+
+    summary.add_all(
+        "ops/s: insert / reset / remove",
+        PEER,
+        &ours[..3],
+        &peer[..3],
+        true,
+        rate,
+    );
+    summary.add(
+        "ops/s, all operations",
+        PEER,
+        [ours[3], peer[3]],
+        true,
+        rate,
+    );
+    summary.add_text(
+        "ops/s, all operations, ours / tokio-util's",
+        &format!("{times:.2}x"),
+        PEER,
+        "1x",
+        &target(times >= TARGET_RATIO, &format!(">= {TARGET_RATIO}x")),
+    );
+    summary.add(
+        "expired items per CPU-second",
+        PEER,
+        [ours_exp[0], peer_exp[0]],
+        true,
+        rate,
+    );
+    summary.add(
+        "expired items per second, a burst due at once",
+        PEER,
+        [ours_exp[2], peer_exp[2]],
+        true,
+        rate,
+    );
+    summary.add(
+        "bytes per item held",
+        PEER,
+        [ours_bytes, peer_bytes],
+        false,
+        |x| format!("{x:.1} B"),
+    );
+}
