@@ -5,60 +5,15 @@
 //! ```text
 //! RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=target/unstable cargo test --test alt_timer
 //! ```
-#![allow(unexpected_cfgs)]
 #![cfg(tokio_unstable)]
 
-use std::future::Future;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use tokio_test::{assert_pending, task};
 use tokio_timing_wheel::{sleep_wheel, Timer};
 
-/// A minimal executor for a plain thread: polls `f`, parking the thread between wakes.
-fn block_on<F: Future>(f: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park();
-    }
-}
-
-fn alt_runtime(workers: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_time()
-        .enable_alt_timer()
-        .build()
-        .unwrap()
-}
-
-/// Runs `f` on its own thread and fails if it does not finish within `limit`.
-fn with_watchdog<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let body = std::thread::spawn(move || {
-        let out = f();
-        let _ = tx.send(());
-        out
-    });
-    match rx.recv_timeout(limit) {
-        Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => match body.join() {
-            Ok(out) => out,
-            Err(payload) => std::panic::resume_unwind(payload),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("hang: not finished within {limit:?}"),
-    }
-}
+mod common;
+use common::{alt_runtime, block_on_plain_thread, with_watchdog};
 
 #[test]
 fn alt_timer_sleeps_fire() {
@@ -138,7 +93,7 @@ fn alt_timer_runtime_drop_resolves_a_plain_threads_sleep() {
         let t = timer.clone();
         let waiter = std::thread::spawn(move || {
             let mut s = t.sleep(Duration::from_secs(3600));
-            block_on(&mut s);
+            block_on_plain_thread(&mut s);
             s.is_shutdown()
         });
         std::thread::sleep(Duration::from_millis(100));

@@ -13,7 +13,6 @@
 //! re-arms the alarm, and Tokio panics ("A Tokio 1.x context was found, but it is being
 //! shutdown"). The alarm contains that panic and shuts the timer down instead (found in
 //! review: before, the worker's panic aborted the process).
-#![allow(unexpected_cfgs)]
 #![cfg(tokio_unstable)]
 
 use std::future::Future;
@@ -21,14 +20,8 @@ use std::time::Duration;
 
 use tokio_timing_wheel::{sleep_wheel, Timer};
 
-fn alt_runtime(workers: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_time()
-        .enable_alt_timer()
-        .build()
-        .unwrap()
-}
+mod common;
+use common::alt_runtime;
 
 /// Deterministic: one worker, one pending 1 h wheel sleep, drop the runtime.
 #[test]

@@ -131,3 +131,37 @@ pub(crate) fn block_on_plain_thread<F: std::future::Future>(f: F) -> F::Output {
         std::thread::park();
     }
 }
+
+/// Runs `f` on its own thread and fails if it does not finish within `limit` (a hang becomes a
+/// test failure instead of a stuck test run). A panic in `f` is passed on.
+pub(crate) fn with_watchdog<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let body = std::thread::spawn(move || {
+        let out = f();
+        let _ = tx.send(());
+        out
+    });
+    match rx.recv_timeout(limit) {
+        Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match body.join() {
+            Ok(out) => out,
+            Err(payload) => std::panic::resume_unwind(payload),
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("hang: not finished within {limit:?}")
+        }
+    }
+}
+
+/// A multi-thread runtime of `workers` workers on Tokio's unstable alt timer.
+#[cfg(tokio_unstable)]
+pub(crate) fn alt_runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_time()
+        .enable_alt_timer()
+        .build()
+        .unwrap()
+}

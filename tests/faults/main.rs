@@ -13,9 +13,7 @@
 //! time it then fails at once) or by a watchdog thread on the real clock ([`with_watchdog`]).
 //! Run one kind with `cargo test --test faults wakers::`.
 
-use std::panic::resume_unwind;
-use std::sync::{mpsc, Once};
-use std::time::Duration;
+use std::sync::Once;
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -25,23 +23,7 @@ mod lifetime;
 mod panics_on_drop;
 mod wakers;
 
-/// Runs `f` on its own thread and fails if it does not finish within `limit`.
-fn with_watchdog<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let body = std::thread::spawn(move || {
-        let out = f();
-        let _ = tx.send(());
-        out
-    });
-    match rx.recv_timeout(limit) {
-        Ok(()) => body.join().unwrap(),
-        Err(mpsc::RecvTimeoutError::Disconnected) => match body.join() {
-            Ok(out) => out,
-            Err(payload) => resume_unwind(payload),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("hang: not finished within {limit:?}"),
-    }
-}
+use common::with_watchdog;
 
 /// Keeps the panics these tests cause on purpose (their messages say "on purpose") out of the
 /// output; any other panic is reported as usual.
