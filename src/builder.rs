@@ -92,6 +92,14 @@ impl Builder {
     /// [`TooManyShards`](BuildError::TooManyShards)), or that there is no runtime to build
     /// on: [`NoRuntime`](BuildError::NoRuntime) outside a Tokio runtime,
     /// [`NoTimeDriver`](BuildError::NoTimeDriver) on one built without `enable_time()`.
+    ///
+    /// # Panics
+    ///
+    /// Never on its own account, with one caveat. Tokio (as of 1.54) has no way to ask whether
+    /// a runtime has a time driver, so `build` finds out by creating a Tokio sleep and catching
+    /// the panic Tokio raises without one. The panic hook still prints that panic before
+    /// `NoTimeDriver` is returned, and in a program built with `panic = "abort"` the process
+    /// aborts instead.
     pub fn build(self) -> Result<Timer, BuildError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
         self.build_on(runtime)

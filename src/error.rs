@@ -20,7 +20,8 @@ pub enum BuildError {
     ZeroShards,
     /// [`shards`](crate::Builder::shards) was above 1024.
     TooManyShards(usize),
-    /// `build()` was called outside a Tokio runtime (the driver task needs one).
+    /// `build()` was called outside a Tokio runtime (the timer's alarm is a sleep on that
+    /// runtime's time driver).
     NoRuntime,
     /// The runtime has no time driver (`enable_time()` / `enable_all()` was not called).
     NoTimeDriver,

@@ -92,7 +92,7 @@
 //!   the wake runs the firing pass right there: one shard at a time, a bounded batch of due
 //!   entries per lock hold, wakers woken after the lock is released, a panicking waker
 //!   caught; then the alarm is set for the next earliest bucket. No task is scheduled on the
-//!   way, so under load our timers wait exactly as long as Tokio's (a driver task would wait
+//!   way, so under load our timers wait as long as Tokio's own (a driver task would wait
 //!   behind every runnable task, and the tasks it wakes would wait again), and a blocked
 //!   worker holds up only its own tasks. Because the alarm is a Tokio timer, paused time and
 //!   auto-advance drive the wheel; with nothing pending there is no alarm at all.
