@@ -126,6 +126,7 @@ mod loom;
 mod metrics;
 mod on_timer;
 mod sleep;
+pub mod time;
 mod timeout;
 mod timer;
 mod wheel;

@@ -123,6 +123,10 @@ pub(crate) struct Wheel<T> {
     take_value: Option<fn(&mut T) -> T>,
     /// Keep the slab's memory when the wheel empties (see [`keep_capacity`](Self::keep_capacity)).
     keep_capacity: bool,
+    /// Entries linked at or before the wheel's time wait in the imminent heap, handed out in
+    /// deadline order, rather than on the due list in the order they came (see
+    /// [`order_due`](Self::order_due)).
+    ordered_due: bool,
     stats: Stats,
 }
 
@@ -167,6 +171,7 @@ impl<T> Wheel<T> {
             first_entry: false,
             take_value: None,
             keep_capacity: false,
+            ordered_due: false,
             stats: Stats::default(),
         }
     }
@@ -175,6 +180,14 @@ impl<T> Wheel<T> {
     /// for an owner that manages capacity itself (`reserve`, `shrink_to_fit`).
     pub(crate) fn keep_capacity(&mut self) {
         self.keep_capacity = true;
+    }
+
+    /// Hands out entries filed at or before the wheel's time (inserted or rescheduled into the
+    /// past) in deadline order too, through the imminent heap (O(log n) each) rather than the
+    /// due list (O(1), in the order they came): for an owner whose clock reading lags (a
+    /// `DelayQueue`), so that every past deadline counts alike.
+    pub(crate) fn order_due(&mut self) {
+        self.ordered_due = true;
     }
 
     /// Makes room for at least `additional` more entries without reallocating.
@@ -352,6 +365,47 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// The earliest deadline of the entries waiting (parked ones aside), exactly, or `None`
+    /// if none waits; the wheel's time if an entry is due. Unlike
+    /// [`next_expiration`](Self::next_expiration), which may name a bucket's start (a cascade,
+    /// or an entry re-filed lazily), this is when the first entry is due: for an owner whose
+    /// every wakeup reaches a task that must not be woken for nothing. Costs a look at every
+    /// bucket and a walk of those that start before the answer (each entry is walked again
+    /// only once its bucket has cascaded).
+    pub(crate) fn next_deadline(&mut self) -> Option<u64> {
+        if self.entries.len() == self.parked_len {
+            return None;
+        }
+        if !self.due.is_empty() || self.flushing.is_some() {
+            return Some(self.now);
+        }
+        // Stale items (entries removed or moved since) at the imminent heap's top are dropped.
+        while let Some(&Reverse((deadline, idx, generation))) = self.imminent_heap.peek() {
+            let live = self.entries.get(idx as usize).is_some_and(|e| {
+                e.generation == generation && e.bucket == IMMINENT && e.deadline == deadline
+            });
+            if live {
+                break;
+            }
+            self.imminent_heap.pop();
+        }
+        let mut best = self.imminent_min().unwrap_or(u64::MAX);
+        for level in &self.levels {
+            for bucket in level.buckets.iter() {
+                if bucket.list.is_empty() || bucket.expiration >= best {
+                    continue;
+                }
+                let mut idx = bucket.list.head;
+                while idx != NIL {
+                    let e = &self.entries[idx as usize];
+                    best = best.min(e.deadline);
+                    idx = e.next;
+                }
+            }
+        }
+        Some(best)
+    }
+
     /// Hands out the next entry whose deadline is at or before `now`, in deadline order, or
     /// returns `None` once there is none, leaving the wheel's time at `now` (time never goes
     /// back). Expired higher-level buckets cascade their entries down on the way.
@@ -423,6 +477,34 @@ impl<T> Wheel<T> {
         let entries = std::mem::take(&mut self.entries);
         self.unlink_all();
         entries.into_iter().map(|(_, e)| e.value).collect()
+    }
+
+    /// Moves every entry into a new slab exactly as large as needed, returning each entry's
+    /// old and new key. Deadlines, the wheel's time and the generation count are kept, so a
+    /// key handed out before never names a moved entry by accident. For wheels without
+    /// persistent entries (their parked state is not carried over).
+    pub(crate) fn compact(&mut self) -> Vec<(Key, Key)> {
+        let head = self.new_head;
+        let old = std::mem::replace(&mut self.entries, Slab::with_capacity(0));
+        self.unlink_all();
+        self.entries = Slab::with_capacity(old.len());
+        let mut moved = Vec::with_capacity(old.len());
+        for (idx, e) in old {
+            debug_assert!(
+                !e.persistent,
+                "compact: persistent entries are not supported"
+            );
+            let from = Key {
+                index: idx as u32,
+                generation: e.generation,
+            };
+            if let Ok(to) = self.insert_entry(e.deadline, e.value, false) {
+                moved.push((from, to));
+            }
+        }
+        // Work linked here was linked before too: nothing new to report.
+        self.new_head = head;
+        moved
     }
 
     /// Removes (and drops) every entry, keeping the slab's memory and the wheel's time. Keys
@@ -567,18 +649,19 @@ impl<T> Wheel<T> {
     fn link(&mut self, idx: u32) {
         let deadline = self.entries[idx as usize].deadline;
         let first = std::mem::take(&mut self.first_entry);
-        if deadline <= self.now {
+        if deadline <= self.now && !self.ordered_due {
             self.due.push_back(&mut self.entries, idx, DUE);
             self.report(self.now);
             return;
         }
         let tick = self.geo.tick_of(deadline);
-        if tick == self.now_tick {
+        // `<`: only with `ordered_due`, for a deadline already passed.
+        if tick <= self.now_tick {
             if self.imminent.is_empty() {
                 self.imminent_heap.clear(); // only stale items can be left
             }
             if first || self.imminent_min().map_or(true, |m| deadline < m) {
-                self.report(deadline);
+                self.report(deadline.max(self.now));
             }
             self.imminent.push_back(&mut self.entries, idx, IMMINENT);
             let generation = self.entries[idx as usize].generation;
@@ -769,6 +852,13 @@ impl<T> Wheel<T> {
             assert!(d <= self.now, "due entry {d} after now {}", self.now)
         });
         linked += self.check_list(&self.imminent, IMMINENT, |d| {
+            if self.ordered_due {
+                assert!(
+                    self.geo.tick_of(d) <= self.now_tick,
+                    "imminent entry {d} in a later tick"
+                );
+                return;
+            }
             assert!(
                 d > self.now,
                 "imminent entry {d} already due at {}",
