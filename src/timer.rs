@@ -339,7 +339,7 @@ impl Timer {
     {
         let shard = self.shard().clone();
         match DelayedTask::new(shard, deadline, check_clock, future) {
-            Err(TimerError::Shutdown) => Ok(DelayedTask::shut_down()),
+            Err(TimerError::Shutdown) => Ok(DelayedTask::shut_down(deadline)),
             other => other,
         }
     }
