@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::{Arc, Arc as StdArc};
@@ -295,7 +295,7 @@ where
 /// Drops a delayed task's future that will never run, containing a panic in its destructor
 /// (user code), which is logged.
 fn drop_contained<F>(fut: Option<F>) {
-    if catch_unwind(AssertUnwindSafe(move || drop(fut))).is_err() {
+    if crate::driver::panicked(move || drop(fut)) {
         tracing::error!("a delayed task's future panicked while being dropped unrun");
     }
 }

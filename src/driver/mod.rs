@@ -248,6 +248,9 @@ impl Driver {
         if !self.arm.request(work) {
             return; // the runner will see it
         }
+        // Whatever unwinds out of the work (nothing should: user code is contained), the
+        // runner role is given up, so the timer is never left without one.
+        let runner = RunnerGuard(&self.arm);
         while let Some(work) = self.arm.next_work() {
             if self.is_shutdown() {
                 continue; // shutdown disarmed the alarm; nothing is left to fire
@@ -257,6 +260,8 @@ impl Driver {
             }
             self.rearm();
         }
+        // `next_work` gave the role up with its last answer.
+        std::mem::forget(runner);
     }
 
     /// Sets the alarm for the armed time. Runner only.
@@ -367,12 +372,75 @@ impl Driver {
     }
 }
 
+/// Gives up the runner role if the runner's work unwinds.
+struct RunnerGuard<'a>(&'a arm::Arm);
+
+impl Drop for RunnerGuard<'_> {
+    fn drop(&mut self) {
+        self.0.abandon();
+    }
+}
+
 /// Wakes and drops every waker, containing panics (user code must not take the pass down,
 /// nor unwind into Tokio's driver, which runs it).
 pub(crate) fn wake_all(wakers: &mut Vec<Waker>) {
     for w in wakers.drain(..) {
-        if catch_unwind(AssertUnwindSafe(|| w.wake())).is_err() {
+        if panicked(move || w.wake()) {
             tracing::error!("a waker panicked while the timer fired it; the timer carries on");
         }
+    }
+}
+
+/// Runs `f` (user code), containing a panic: returns whether it panicked. The panic's payload
+/// is user code too (its destructor may panic), so it is dropped inside a catch as well; a
+/// payload whose drop panicked in turn is leaked rather than dropped again.
+pub(crate) fn panicked(f: impl FnOnce()) -> bool {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(()) => false,
+        Err(payload) => {
+            if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+                std::mem::forget(again);
+            }
+            true
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Work that unwinds out of the runner (nothing in the crate should: user code is
+    /// contained) still gives up the runner role, and leaves a pass for the next runner: the
+    /// timer is never stuck with a runner that is gone.
+    #[test]
+    fn the_runner_role_is_given_up_when_its_work_unwinds() {
+        let arm = Arm::new();
+        assert!(arm.request(REARM), "first request: runner");
+        let unwound = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let _runner = RunnerGuard(&arm);
+            let _ = arm.next_work();
+            panic!("the runner's work unwinds (on purpose)");
+        }));
+        assert!(unwound.is_err());
+        assert!(arm.request(0), "the next request becomes the runner");
+        assert_eq!(
+            arm.next_work(),
+            Some(PASS | REARM),
+            "and makes up the lost pass"
+        );
+        assert_eq!(arm.next_work(), None);
+    }
+
+    #[test]
+    fn a_payload_that_panics_on_drop_is_contained() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("this payload panics when dropped (on purpose)");
+            }
+        }
+        assert!(panicked(|| std::panic::panic_any(Bomb)));
+        assert!(!panicked(|| {}));
     }
 }
