@@ -87,7 +87,11 @@ const WHEEL_SIZE: usize = 64;
 /// the queue, made by [`new`](DelayQueue::new), finds no Tokio runtime with a time driver on
 /// the thread (the default timer is looked up then), or if the queue's timer was built with
 /// [`max_pending`](crate::Builder::max_pending) and is full. If the timer shuts down, the
-/// queue waits on Tokio's own timer from then on, rather than stopping.
+/// queue waits on Tokio's own timer from then on, rather than stopping: the timer's
+/// runtime's while it lives; once that runtime has shut down, the Tokio timer of the runtime
+/// current where the queue is polled (so polling it outside any runtime then panics, as
+/// above). A queue made by [`new`](DelayQueue::new) whose runtime has gone keeps items and
+/// keys and goes on that way on another runtime.
 ///
 /// # Examples
 ///
@@ -880,8 +884,8 @@ impl<T> DelayQueue<T> {
                             Poll::Pending
                         };
                     }
-                    let runtime = sleep.runtime().clone();
-                    self.alarm = Alarm::Tokio(TokioSleep::new(at, &runtime));
+                    let driver = sleep.driver().clone();
+                    self.alarm = Alarm::Tokio(TokioSleep::new(at, &driver));
                 }
                 Alarm::Tokio(sleep) => return sleep.poll_until(at, cx),
             }

@@ -189,9 +189,9 @@ impl Sleep {
         })
     }
 
-    /// The runtime of this `Sleep`'s timer.
-    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        &self.shard.driver.runtime
+    /// This `Sleep`'s timer.
+    pub(crate) fn driver(&self) -> &Arc<crate::driver::Driver> {
+        &self.shard.driver
     }
 
     /// The instant at which this `Sleep` completes.

@@ -971,3 +971,61 @@ async fn every_past_deadline_counts_as_due_and_comes_out_in_deadline_order() {
     let out: Vec<u32> = drain(&mut q).into_iter().map(Expired::into_inner).collect();
     assert_eq!(out, [25, 15, 3, 1]);
 }
+
+/// After an idle spell the timer's wheel time is that of its last pass, so the queue's
+/// registration a tick ahead lands a level up: that level is kept, and expiring after idle
+/// gaps allocates nothing once warm (checked in release builds, see
+/// `expiring_items_allocates_nothing`).
+#[tokio::test(start_paused = true)]
+async fn expiring_after_idle_gaps_allocates_nothing() {
+    let mut q = DelayQueue::with_capacity(16);
+    let mut allocated = 0;
+    for round in 0..40 {
+        time::sleep(ms(500)).await; // idle: nothing registered anywhere
+        let before = allocations();
+        q.insert("job", ms(1));
+        assert_eq!(q.next().await.unwrap().into_inner(), "job");
+        if round >= 5 {
+            allocated += allocations() - before;
+        }
+    }
+    if !cfg!(debug_assertions) {
+        assert_eq!(allocated, 0, "allocations in 35 expiries after idle gaps");
+    }
+}
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// A queue made by `new` waits on its runtime's default timer; that runtime goes: polled on
+/// another runtime, its items come out there, on time, none lost.
+#[test]
+fn after_its_runtime_is_gone_a_queue_goes_on_on_the_current_runtime() {
+    let first = paused_runtime();
+    let mut q = DelayQueue::new();
+    first.block_on(async {
+        let now = Instant::now();
+        q.insert_at("a", now + ms(5));
+        q.insert_at("b", now + ms(1_000));
+        assert_eq!(q.next().await.unwrap().into_inner(), "a");
+        let mut t = task::spawn(&mut q);
+        assert_pending!(t.poll_next());
+    });
+    drop(first);
+    let second = paused_runtime();
+    second.block_on(async {
+        let start = Instant::now();
+        let key = q.insert_at("c", start + ms(20));
+        assert_eq!(q.deadline(&key), start + ms(20));
+        let c = q.next().await.unwrap();
+        assert_eq!((c.into_inner(), start.elapsed()), ("c", ms(20)));
+        // "b" was due at the first runtime's clock: long past on this one's.
+        assert_eq!(q.next().await.unwrap().into_inner(), "b");
+        assert!(q.next().await.is_none());
+    });
+}

@@ -64,6 +64,9 @@ pub(crate) struct Driver {
     /// The wheel time when the timer shut down: a future whose deadline is at or before it
     /// elapsed; one whose deadline is later was cut short by the shutdown.
     shutdown_at: AtomicU64,
+    /// The runtime shut down (or refused the alarm while shutting down): its time driver
+    /// must not be used again; see [`runtime_gone`](Self::runtime_gone).
+    runtime_gone: AtomicBool,
     /// `usize::MAX` means unlimited (and `reserved` is never touched).
     max_pending: usize,
     reserved: AtomicUsize,
@@ -139,6 +142,7 @@ impl Driver {
             shards: OnceLock::new(),
             shutdown: AtomicBool::new(false),
             shutdown_at: AtomicU64::new(u64::MAX),
+            runtime_gone: AtomicBool::new(false),
             max_pending,
             reserved: AtomicUsize::new(0),
             runtime_id: runtime.id(),
@@ -183,6 +187,18 @@ impl Driver {
                 Instant::now()
             }
         }
+    }
+
+    /// Whether the timer's runtime has shut down (not just the timer): Tokio's timer there
+    /// refuses sleeps, so what falls back on Tokio's timer must use another runtime's.
+    pub(crate) fn runtime_gone(&self) -> bool {
+        self.runtime_gone.load(SeqCst)
+    }
+
+    /// The runtime is shutting down: then the timer shuts down.
+    pub(crate) fn on_runtime_gone(&self) {
+        self.runtime_gone.store(true, SeqCst);
+        self.shutdown();
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
@@ -285,7 +301,7 @@ impl Driver {
             Set::Due => self.arm.add(PASS),
             // Tokio's runtime is going: resolve everything now (its sentinel task may not
             // have been dropped yet, with Tokio's alt timer).
-            Set::Refused => self.shutdown(),
+            Set::Refused => self.on_runtime_gone(),
         }
     }
 

@@ -42,6 +42,11 @@ pub(crate) use self::level::MAX_WHEEL_SIZE;
 use self::level::{bucket_id, split, Geometry, Level};
 
 /// The slab is shrunk when the wheel empties and holds more than this many vacant slots.
+/// Levels kept, once allocated, when they empty: up to 64^3 ticks at the default geometry
+/// (about 4.4 minutes at 1 ms), the span of the common heartbeats and timeouts. A level of 64
+/// buckets is about 1.5 KB.
+const KEPT_LEVELS: usize = 3;
+
 const SHRINK_THRESHOLD: usize = 4096;
 
 /// Counters of the wheel's internal work, for metrics and tests.
@@ -827,11 +832,13 @@ impl<T> Wheel<T> {
     }
 
     /// Releases empty levels at the top: the wheel holds no more levels than its furthest
-    /// entry needs, once the bucket heap has let go of their buckets too. Level 0 stays (until
-    /// [`shrink_to_fit`](Self::shrink_to_fit)): a lone timer filed again and again (an interval,
-    /// a sleep in a loop) would otherwise allocate it anew each time.
+    /// entry needs, once the bucket heap has let go of their buckets too. The lowest
+    /// [`KEPT_LEVELS`] stay (until [`shrink_to_fit`](Self::shrink_to_fit)): a lone timer filed
+    /// again and again (an interval of 100 ms or 1 s, which needs level 1; a sleep in a loop;
+    /// a registration just after an idle spell, which lands a level up because the wheel's
+    /// time is that of its last pass) would otherwise allocate its level anew each time.
     fn trim_levels(&mut self) {
-        while self.levels.len() > 1
+        while self.levels.len() > KEPT_LEVELS
             && self
                 .levels
                 .last()
