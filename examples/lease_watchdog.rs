@@ -3,7 +3,7 @@
 //! lock; a client that dies stops renewing, and the lease expires on its own.
 //!
 //! ```sh
-//! cargo run --example lease_watchdog    # about 2 s
+//! cargo run -p examples --example lease_watchdog    # about 2 s
 //! ```
 //!
 //! On the wheel:

@@ -2,7 +2,7 @@
 //! `FailbackRegistry` does on its timing wheel.
 //!
 //! ```sh
-//! cargo run --example retry    # about 1 s
+//! cargo run -p examples --example retry    # about 1 s
 //! ```
 //!
 //! A service registry that is down for a while: each provider's registration fails, and a
