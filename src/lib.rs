@@ -29,6 +29,17 @@
 //! runtime, so two runtimes never share a driver. Build a [`Timer`] with [`Timer::builder`] to
 //! choose the tick, wheel size or a `max_pending` limit.
 //!
+//! # Migrating from `tokio::time` and tokio-util
+//!
+//! [`time`] mirrors `tokio::time`: `use tokio::time::{sleep, timeout, Instant, ...}` becomes
+//! `use tokio_timing_wheel::time::{sleep, timeout, Instant, ...}`, and tokio-util's
+//! `DelayQueue` becomes [`DelayQueue`]. Tokio's and tokio-util's own timer tests pass with
+//! only those imports changed, with one accepted difference: deadlines here are exact, so a
+//! timer whose deadline falls between two of Tokio's 1 ms ticks may complete up to a tick
+//! earlier than Tokio's would (never before its deadline). The [`time`] module's docs hold
+//! the migration table: each tokio, tokio-util, hyper-util and tower name, its counterpart
+//! here, and what differs in behaviour or cost.
+//!
 //! For the periodic and keyed halves of a service's timers, [`Interval`] replaces
 //! `tokio::time::Interval` (same semantics, one wheel entry for its life, plus
 //! [`Interval::set_period`]) and [`DelayQueue`] replaces tokio-util's `DelayQueue` (same API,
