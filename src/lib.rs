@@ -51,8 +51,10 @@
 //! - **Never early.** A timer fires at or after its deadline: deadlines round up to the next
 //!   tick, the current time rounds down.
 //! - **On time.** Deadlines are kept to the nanosecond, so in virtual time (paused Tokio time)
-//!   a timer fires at its deadline whatever the tick; on a real clock, as soon as Tokio's own
-//!   timer (1 ms resolution) allows, plus scheduling delay. Timers fire where Tokio fires its
+//!   a timer fires at its deadline whatever the wheel's tick (a deadline off Tokio's own 1 ms
+//!   grid, at the grid's next step, which is when Tokio wakes the wheel; see
+//!   [`TimerMetrics::lateness`]); on a real clock, as soon as Tokio's own timer (1 ms
+//!   resolution) allows, plus scheduling delay. Timers fire where Tokio fires its
 //!   own, inside the worker's park or maintenance, so a saturated runtime delays them no more
 //!   than `tokio::time`'s (see the README's results).
 //! - **Deadline order.** Timers registered from one thread (one shard) that are due at the
@@ -133,6 +135,7 @@ mod error;
 mod fallback;
 mod idle;
 mod interval;
+mod lateness;
 mod loom;
 mod metrics;
 mod on_timer;
@@ -167,6 +170,7 @@ pub use crate::delayed_task::{spawn_after, spawn_at, DelayedTask};
 pub use crate::error::{BuildError, DelayedError, Elapsed, TimerError};
 pub use crate::idle::{IdleTimeout, IdleTimeoutBuilder};
 pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
+pub use crate::lateness::Lateness;
 pub use crate::metrics::TimerMetrics;
 pub use crate::sleep::{sleep_wheel, sleep_wheel_until, Sleep};
 pub use crate::timeout::{timeout, timeout_at, Timeout};

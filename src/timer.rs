@@ -354,6 +354,7 @@ impl Timer {
     pub fn metrics(&self) -> TimerMetrics {
         let mut m = TimerMetrics {
             driver_wakeups: self.driver().passes(),
+            lateness: self.driver().lateness.snapshot(),
             ..TimerMetrics::default()
         };
         for shard in self.shards.iter() {

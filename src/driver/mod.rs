@@ -47,6 +47,7 @@ use self::arm::{Arm, PASS, REARM};
 use self::clock::Clock;
 use self::shard::Shard;
 use crate::error::TimerError;
+use crate::lateness::{LatenessCounters, PassLateness};
 use crate::loom::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 
 /// The shared state of one timer: its clock, the alarm, the arming protocol, the shutdown
@@ -64,6 +65,8 @@ pub(crate) struct Driver {
     /// The wheel time when the timer shut down: a future whose deadline is at or before it
     /// elapsed; one whose deadline is later was cut short by the shutdown.
     shutdown_at: AtomicU64,
+    /// How late fired entries were, added to once per pass.
+    pub(crate) lateness: LatenessCounters,
     /// The runtime shut down (or refused the alarm while shutting down): its time driver
     /// must not be used again; see [`runtime_gone`](Self::runtime_gone).
     runtime_gone: AtomicBool,
@@ -115,6 +118,8 @@ pub(crate) const BATCH: usize = 1024;
 #[derive(Debug, Default)]
 pub(crate) struct Fired {
     pub(crate) entries: usize,
+    /// How late the entries fired were.
+    pub(crate) lateness: PassLateness,
     pub(crate) cascades: u64,
     /// The shard's next expiration after the pass.
     pub(crate) next: Option<u64>,
@@ -143,6 +148,7 @@ impl Driver {
             shutdown: AtomicBool::new(false),
             shutdown_at: AtomicU64::new(u64::MAX),
             runtime_gone: AtomicBool::new(false),
+            lateness: LatenessCounters::default(),
             max_pending,
             reserved: AtomicUsize::new(0),
             runtime_id: runtime.id(),
@@ -317,14 +323,15 @@ impl Driver {
         // held, but a waker can only ask for work, never become the runner (see `kick`).
         let mut wakers = lock(&self.batch);
         for shard in self.shards() {
-            let fired = shard.fire_due(now, &mut wakers);
-            total.entries += fired.entries;
-            total.cascades += fired.cascades;
-            if let Some(h) = fired.next {
+            shard.fire_due(now, &mut wakers, &mut total);
+            if let Some(h) = total.next.take() {
                 next = Some(next.map_or(h, |n| n.min(h)));
             }
         }
         drop(wakers);
+        if total.entries > 0 {
+            self.lateness.add(&total.lateness);
+        }
         if total.entries > 0 || total.cascades > 0 {
             tracing::trace!(
                 fired = total.entries,

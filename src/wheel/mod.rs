@@ -66,9 +66,8 @@ pub(crate) struct Stats {
 /// An entry handed out by [`Wheel::poll`].
 #[derive(Debug)]
 pub(crate) struct Expired<T> {
-    /// The entry's key, and its deadline (which only tests read).
+    /// The entry's key, and its deadline (for lateness figures, and tests).
     pub(crate) key: Key,
-    #[cfg(test)]
     pub(crate) deadline: u64,
     pub(crate) value: T,
     /// A persistent entry: `value` is a clone, and the entry stays in the wheel, parked.
@@ -621,7 +620,6 @@ impl<T> Wheel<T> {
             index: idx,
             generation: entry.generation,
         };
-        #[cfg(test)]
         let deadline = entry.deadline;
         if entry.persistent {
             let take =
@@ -631,7 +629,6 @@ impl<T> Wheel<T> {
             self.parked_len += 1;
             return Expired {
                 key,
-                #[cfg(test)]
                 deadline,
                 value,
                 parked: true,
@@ -643,7 +640,6 @@ impl<T> Wheel<T> {
         }
         Expired {
             key,
-            #[cfg(test)]
             deadline,
             value: entry.value,
             parked: false,
