@@ -48,7 +48,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
-use crate::driver::clock::{far_future, Clock};
+use crate::clock::{deadline_after, Clock};
 use crate::fallback::TokioSleep;
 use crate::sleep::Sleep;
 use crate::timer::Timer;
@@ -349,10 +349,7 @@ impl<T> DelayQueue<T> {
             self.seen = self.seen.max(now);
             self.wheel.poll(self.seen);
         }
-        self.insert_at(
-            value,
-            now.checked_add(timeout).unwrap_or_else(|| far_future(now)),
-        )
+        self.insert_at(value, deadline_after(now, timeout))
     }
 
     /// Inserts `value`, to come out once `deadline` has passed (at once if it has already).
@@ -483,10 +480,7 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn reset(&mut self, key: &Key, timeout: Duration) {
-        self.reset_at(
-            key,
-            crate::driver::clock::deadline_after(Instant::now(), timeout),
-        );
+        self.reset_at(key, deadline_after(Instant::now(), timeout));
     }
 
     /// Moves the item of `key` to come out once `deadline` has passed.
@@ -773,7 +767,7 @@ impl<T> DelayQueue<T> {
         loop {
             match &mut self.alarm {
                 Alarm::Default => {
-                    let shard = crate::driver::registry::current_shard();
+                    let shard = crate::timer::default::current_shard();
                     self.alarm = Alarm::Wheel(Sleep::new(shard, at));
                 }
                 Alarm::Wheel(sleep) => {

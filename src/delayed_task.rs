@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use crate::driver::clock::deadline_after;
+use crate::clock::deadline_after;
 use crate::driver::shard::Shard;
 use crate::error::{DelayedError, TimerError};
 use crate::loom::{lock, AtomicU8, Mutex};
@@ -63,7 +63,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let shard = crate::driver::registry::current_shard();
+    let shard = crate::timer::default::current_shard();
     let deadline = deadline_after(shard.driver.now(), duration);
     DelayedTask::new(shard, deadline, duration.is_zero(), future)
         .unwrap_or_else(|_| DelayedTask::shut_down())
@@ -101,7 +101,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let shard = crate::driver::registry::current_shard();
+    let shard = crate::timer::default::current_shard();
     DelayedTask::new(shard, deadline, true, future).unwrap_or_else(|_| DelayedTask::shut_down())
 }
 
@@ -458,5 +458,57 @@ impl<T> Future for DelayedTask<T> {
             coop.made_progress();
         }
         poll
+    }
+}
+
+#[cfg(test)]
+mod loom_tests {
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::Arc;
+
+    #[cfg(loom)]
+    use loom::thread;
+    #[cfg(not(loom))]
+    use std::thread;
+
+    use super::Header;
+    use crate::error::DelayedError;
+    use crate::loom::{model, AtomicUsize};
+
+    /// `DelayedTask::cancel` racing with the driver firing the task: exactly one wins, and the
+    /// handle sees the matching outcome.
+    #[test]
+    fn loom_cancel_vs_fire_exactly_once() {
+        model(|| {
+            let header = Arc::new(Header::<u32>::new());
+            let ran = Arc::new(AtomicUsize::new(0));
+
+            let (h, r) = (header.clone(), ran.clone());
+            let driver = thread::spawn(move || {
+                if h.try_start() {
+                    r.fetch_add(1, SeqCst);
+                    h.complete(Ok(7));
+                    true
+                } else {
+                    false
+                }
+            });
+            let cancelled = header.try_cancel();
+            if cancelled {
+                header.complete(Err(DelayedError::cancelled()));
+            }
+            let started = driver.join().unwrap();
+
+            assert!(cancelled ^ started, "exactly one of cancel and fire wins");
+            assert_eq!(
+                ran.load(SeqCst),
+                usize::from(started),
+                "runs iff cancel lost"
+            );
+            assert!(
+                !header.try_cancel() && !header.try_start(),
+                "no second transition"
+            );
+        });
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
-use crate::driver::clock::far_future;
+use crate::clock::deadline_after;
 use crate::driver::shard::Shard;
 use crate::error::TimerError;
 use crate::fallback::TokioSleep;
@@ -53,7 +53,7 @@ const MAX_PERIOD: Duration = Duration::from_secs(86_400 * 365 * 30);
 #[track_caller]
 pub fn interval(period: Duration) -> Interval {
     check_period(period);
-    let shard = crate::driver::registry::current_shard();
+    let shard = crate::timer::default::current_shard();
     let start = shard.driver.now();
     Interval::new(shard, start, period)
 }
@@ -89,7 +89,7 @@ pub fn interval(period: Duration) -> Interval {
 #[track_caller]
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
     check_period(period);
-    Interval::new(crate::driver::registry::current_shard(), start, period)
+    Interval::new(crate::timer::default::current_shard(), start, period)
 }
 
 impl Timer {
@@ -158,11 +158,6 @@ fn check_period(period: Duration) {
         !period.is_zero(),
         "tokio-timing-wheel: an interval's `period` must be non-zero"
     );
-}
-
-/// `t + d`, saturating at the far future (about 30 years from now) instead of overflowing.
-fn add(t: Instant, d: Duration) -> Instant {
-    t.checked_add(d).unwrap_or_else(|| far_future(t))
 }
 
 /// What an [`Interval`] does when a tick is missed: polled more than 5 ms after its
@@ -263,13 +258,13 @@ impl MissedTickBehavior {
     /// The instant of the tick after `tick`, which was polled (too late) at `now`.
     fn next_after_missed(self, tick: Instant, now: Instant, period: Duration) -> Instant {
         match self {
-            MissedTickBehavior::Burst => add(tick, period),
-            MissedTickBehavior::Delay => add(now, period),
+            MissedTickBehavior::Burst => deadline_after(tick, period),
+            MissedTickBehavior::Delay => deadline_after(now, period),
             MissedTickBehavior::Skip => {
                 let late = now.saturating_duration_since(tick).as_nanos();
                 // Less than the period, which is at most 30 years: fits in u64 nanoseconds.
                 let into_period = (late % period.as_nanos()) as u64;
-                add(now, period - Duration::from_nanos(into_period))
+                deadline_after(now, period - Duration::from_nanos(into_period))
             }
         }
     }
@@ -479,7 +474,7 @@ impl Interval {
         let next = if missed {
             self.behavior.next_after_missed(tick, now, self.period)
         } else {
-            add(tick, self.period)
+            deadline_after(tick, self.period)
         };
         self.next = next;
         self.due = next <= now;
@@ -608,7 +603,7 @@ impl Interval {
     /// ```
     pub fn reset(&mut self) {
         let now = self.shard().driver.now();
-        self.set_next(add(now, self.period), now);
+        self.set_next(deadline_after(now, self.period), now);
     }
 
     /// Resets the interval so that the next tick completes at once.
@@ -663,7 +658,7 @@ impl Interval {
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
         let now = self.shard().driver.now();
-        self.set_next(add(now, after), now);
+        self.set_next(deadline_after(now, after), now);
     }
 
     /// Resets the interval so that the next tick comes at `deadline`; the ticks after it

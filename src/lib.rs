@@ -114,30 +114,27 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod builder;
+mod clock;
 pub mod delay_queue;
 mod delayed_task;
 mod driver;
 mod error;
 mod fallback;
-mod idle;
 mod interval;
 mod loom;
-mod metrics;
-mod on_timer;
 mod sleep;
 mod timeout;
 mod timer;
 mod wheel;
 
+mod integrations;
+
 #[cfg(feature = "hyper")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
-#[path = "integrations/hyper.rs"]
-pub mod hyper;
+pub use crate::integrations::hyper;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-#[path = "integrations/tower.rs"]
-pub mod tower;
+pub use crate::integrations::tower;
 
 #[cfg(feature = "internals")]
 #[doc(hidden)]
@@ -149,13 +146,13 @@ pub mod internals;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use crate::builder::Builder;
 pub use crate::delay_queue::DelayQueue;
 pub use crate::delayed_task::{spawn_after, spawn_at, DelayedTask};
 pub use crate::error::{BuildError, DelayedError, Elapsed, TimerError};
-pub use crate::idle::{IdleTimeout, IdleTimeoutBuilder};
+pub use crate::integrations::idle::{IdleTimeout, IdleTimeoutBuilder};
 pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
-pub use crate::metrics::TimerMetrics;
 pub use crate::sleep::{sleep_wheel, sleep_wheel_until, Sleep};
 pub use crate::timeout::{timeout, timeout_at, Timeout};
+pub use crate::timer::builder::Builder;
+pub use crate::timer::metrics::TimerMetrics;
 pub use crate::timer::Timer;

@@ -27,3 +27,18 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
+
+/// Runs a model test: `f` under loom (bounded preemptions), or once without loom.
+#[cfg(test)]
+pub(crate) fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+    #[cfg(loom)]
+    {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(3);
+        }
+        builder.check(f);
+    }
+    #[cfg(not(loom))]
+    f();
+}

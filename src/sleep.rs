@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::task::noop_waker;
 use tokio::time::Instant;
 
-use crate::driver::clock::deadline_after;
+use crate::clock::deadline_after;
 use crate::driver::shard::Shard;
 use crate::error::TimerError;
 use crate::wheel::Key;
@@ -50,7 +50,7 @@ use crate::wheel::Key;
 /// ```
 #[track_caller]
 pub fn sleep_wheel(duration: Duration) -> Sleep {
-    Sleep::after(crate::driver::registry::current_shard(), duration)
+    Sleep::after(crate::timer::default::current_shard(), duration)
 }
 
 /// Waits until `deadline`, on the current runtime's default timer.
@@ -81,7 +81,7 @@ pub fn sleep_wheel(duration: Duration) -> Sleep {
 /// ```
 #[track_caller]
 pub fn sleep_wheel_until(deadline: Instant) -> Sleep {
-    Sleep::new(crate::driver::registry::current_shard(), deadline)
+    Sleep::new(crate::timer::default::current_shard(), deadline)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

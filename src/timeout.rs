@@ -49,7 +49,7 @@ use crate::sleep::Sleep;
 /// ```
 #[track_caller]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    let shard = crate::driver::registry::current_shard();
+    let shard = crate::timer::default::current_shard();
     Timeout::new(future.into_future(), Sleep::after(shard, duration))
 }
 
@@ -82,7 +82,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// ```
 #[track_caller]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    let shard = crate::driver::registry::current_shard();
+    let shard = crate::timer::default::current_shard();
     Timeout::new(future.into_future(), Sleep::new(shard, deadline))
 }
 

@@ -22,7 +22,13 @@ async fn zero_shards_is_an_error() {
 async fn more_than_1024_shards_is_an_error_naming_the_count() {
     for n in [1025, 4096, usize::MAX] {
         let err = Timer::builder().shards(n).build().unwrap_err();
-        assert_eq!(err, BuildError::TooManyShards(n));
+        assert_eq!(
+            err,
+            BuildError::TooManyShards {
+                shards: n,
+                max: 1024
+            }
+        );
         assert_eq!(
             err.to_string(),
             format!("shards must be at most 1024, got {n}")
@@ -57,7 +63,10 @@ async fn the_last_shard_setting_counts() {
 fn shard_errors_are_std_errors_and_need_no_runtime_to_format() {
     let errors: Vec<Box<dyn std::error::Error + Send + Sync>> = vec![
         Box::new(BuildError::ZeroShards),
-        Box::new(BuildError::TooManyShards(2000)),
+        Box::new(BuildError::TooManyShards {
+            shards: 2000,
+            max: 1024,
+        }),
     ];
     assert!(errors[0].to_string().contains("at least 1"));
     assert!(errors[1].to_string().contains("2000"));

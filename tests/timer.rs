@@ -39,7 +39,7 @@ async fn builder_rejects_invalid_settings() {
 
     for size in [0usize, 1, 48, 100, 1 << 17] {
         let err = Timer::builder().wheel_size(size).build().unwrap_err();
-        assert_eq!(err, BuildError::InvalidWheelSize(size));
+        assert_eq!(err, BuildError::InvalidWheelSize { size, max: 65536 });
         assert!(err.to_string().contains(&size.to_string()), "{err}");
     }
 

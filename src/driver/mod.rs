@@ -25,10 +25,9 @@
 
 pub(crate) mod alarm;
 pub(crate) mod arm;
-pub(crate) mod clock;
+
 #[cfg(test)]
 mod loom_tests;
-pub(crate) mod registry;
 mod sentinel;
 pub(crate) mod shard;
 
@@ -44,8 +43,8 @@ use tokio::time::Instant;
 
 use self::alarm::{Alarm, Set};
 use self::arm::{Arm, PASS, REARM};
-use self::clock::Clock;
 use self::shard::Shard;
+use crate::clock::{self, Clock};
 use crate::error::TimerError;
 use crate::loom::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 

@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::runtime::{Handle, Id};
 
-use crate::builder::Builder;
+use super::builder::Builder;
+use super::Timer;
 use crate::driver::shard::Shard;
-use crate::timer::Timer;
 
 /// Default timers by runtime. Entries of shut-down timers are purged on the next miss.
 static REGISTRY: Mutex<Vec<(Id, Timer)>> = Mutex::new(Vec::new());

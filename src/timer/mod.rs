@@ -1,5 +1,9 @@
 //! `Timer`: a cheap handle to one timing wheel and its driver.
 
+pub(crate) mod builder;
+pub(crate) mod default;
+pub(crate) mod metrics;
+
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::sync::Arc;
@@ -7,14 +11,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::builder::Builder;
+use self::builder::Builder;
+use self::default::{current_timer, NO_RUNTIME};
+use self::metrics::TimerMetrics;
+use crate::clock::deadline_after;
 use crate::delayed_task::DelayedTask;
-use crate::driver::clock::deadline_after;
-use crate::driver::registry::{current_timer, NO_RUNTIME};
 use crate::driver::shard::{this_thread_shard, Shard};
 use crate::driver::Driver;
 use crate::error::TimerError;
-use crate::metrics::TimerMetrics;
 use crate::sleep::Sleep;
 use crate::timeout::Timeout;
 
