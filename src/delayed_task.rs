@@ -22,6 +22,7 @@ use crate::clock::deadline_after;
 use crate::driver::shard::Shard;
 use crate::error::{DelayedError, TimerError};
 use crate::loom::{lock, AtomicU8, Mutex};
+use crate::timer::Timer;
 use crate::wheel::Key;
 
 /// Runs `future` as a Tokio task once `duration` has elapsed, on the current runtime's default
@@ -458,6 +459,114 @@ impl<T> Future for DelayedTask<T> {
             coop.made_progress();
         }
         poll
+    }
+}
+
+/// The delayed tasks of a [`Timer`]; they live here, beside the future they build, so that `Timer`
+/// knows nothing of the futures built on it.
+impl Timer {
+    /// Runs `future` as a Tokio task once `duration` has elapsed (see
+    /// [`spawn_after`](crate::spawn_after)).
+    ///
+    /// # Panics
+    ///
+    /// If the timer is full. Use [`try_spawn_after`](Timer::try_spawn_after) to get an error
+    /// instead. A shut-down timer does not panic: the task resolves with the shutdown error.
+    #[track_caller]
+    pub fn spawn_after<F>(&self, duration: Duration, future: F) -> DelayedTask<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match self.try_spawn_after(duration, future) {
+            Ok(task) => task,
+            Err(e) => panic!(
+                "tokio-timing-wheel: cannot schedule a delayed task: {e}; \
+                 use Timer::try_spawn_after to handle this"
+            ),
+        }
+    }
+
+    /// Runs `future` as a Tokio task at `deadline` (see [`spawn_at`](crate::spawn_at)).
+    ///
+    /// # Panics
+    ///
+    /// As [`spawn_after`](Timer::spawn_after).
+    #[track_caller]
+    pub fn spawn_at<F>(&self, deadline: Instant, future: F) -> DelayedTask<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match self.try_spawn_at(deadline, future) {
+            Ok(task) => task,
+            Err(e) => panic!(
+                "tokio-timing-wheel: cannot schedule a delayed task: {e}; \
+                 use Timer::try_spawn_at to handle this"
+            ),
+        }
+    }
+
+    /// Like [`spawn_after`](Timer::spawn_after), but returns an error when the timer is full.
+    /// On a shut-down timer it returns a task that has already resolved with the shutdown
+    /// error, as [`spawn_after`](Timer::spawn_after) does.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::Full`] if the timer was built with [`max_pending`](crate::Builder::max_pending)
+    /// and that many timers are pending (without a limit: if the calling thread's shard holds
+    /// the most a wheel can index); `future` is dropped without running. Never
+    /// [`TimerError::Shutdown`]: see above.
+    pub fn try_spawn_after<F>(
+        &self,
+        duration: Duration,
+        future: F,
+    ) -> Result<DelayedTask<F::Output>, TimerError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.try_spawn(
+            deadline_after(self.driver().now(), duration),
+            duration.is_zero(),
+            future,
+        )
+    }
+
+    /// Like [`spawn_at`](Timer::spawn_at), but returns an error when the timer is full.
+    /// On a shut-down timer it returns a task that has already resolved with the shutdown
+    /// error, as [`spawn_at`](Timer::spawn_at) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_spawn_after`](Timer::try_spawn_after): [`TimerError::Full`] only.
+    pub fn try_spawn_at<F>(
+        &self,
+        deadline: Instant,
+        future: F,
+    ) -> Result<DelayedTask<F::Output>, TimerError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.try_spawn(deadline, true, future)
+    }
+
+    fn try_spawn<F>(
+        &self,
+        deadline: Instant,
+        check_clock: bool,
+        future: F,
+    ) -> Result<DelayedTask<F::Output>, TimerError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let shard = self.shard().clone();
+        match DelayedTask::new(shard, deadline, check_clock, future) {
+            Err(TimerError::Shutdown) => Ok(DelayedTask::shut_down()),
+            other => other,
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use crate::clock::deadline_after;
 use crate::driver::shard::Shard;
 use crate::error::TimerError;
+use crate::timer::Timer;
 use crate::wheel::Key;
 
 /// Waits until `duration` has elapsed, on the current runtime's default timer.
@@ -437,5 +438,69 @@ impl Drop for Sleep {
         if let State::Registered { key, .. } = self.state {
             self.shard.cancel(key);
         }
+    }
+}
+
+/// The sleeps of a [`Timer`]; they live here, beside the future they build, so that `Timer`
+/// knows nothing of the futures built on it.
+impl Timer {
+    /// A future that completes once `duration` has elapsed (see [`sleep_wheel`](crate::sleep_wheel)).
+    ///
+    /// # Panics
+    ///
+    /// When polled, if the timer was built with [`max_pending`](crate::Builder::max_pending) and is
+    /// full. Use [`try_sleep`](Timer::try_sleep) to get an error instead.
+    pub fn sleep(&self, duration: Duration) -> Sleep {
+        Sleep::after(self.shard().clone(), duration)
+    }
+
+    /// A future that completes at `deadline` (see [`sleep_wheel_until`](crate::sleep_wheel_until)).
+    ///
+    /// # Panics
+    ///
+    /// As [`sleep`](Timer::sleep).
+    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+        Sleep::new(self.shard().clone(), deadline)
+    }
+
+    /// Like [`sleep`](Timer::sleep), but takes the timer slot now and returns an error when
+    /// the timer is full or shut down.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::Full`] if the timer was built with [`max_pending`](crate::Builder::max_pending)
+    /// and that many timers are pending (without a limit: if the calling thread's shard holds
+    /// the most a wheel can index, about four billion); [`TimerError::Shutdown`] if the timer
+    /// has been shut down. A deadline already passed is not an error: the `Sleep` is ready on
+    /// its first poll and takes no slot.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::{Timer, TimerError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::builder().max_pending(1).build().unwrap();
+    /// let first = timer.try_sleep(Duration::from_secs(1)).unwrap();
+    /// let second = timer.try_sleep(Duration::from_secs(1));
+    /// assert_eq!(second.unwrap_err(), TimerError::Full { max_pending: 1 });
+    /// drop(first); // frees the slot
+    /// assert!(timer.try_sleep(Duration::from_secs(1)).is_ok());
+    /// # }
+    /// ```
+    pub fn try_sleep(&self, duration: Duration) -> Result<Sleep, TimerError> {
+        self.try_sleep_until(deadline_after(self.driver().now(), duration))
+    }
+
+    /// Like [`sleep_until`](Timer::sleep_until), but takes the timer slot now and returns an
+    /// error when the timer is full or shut down.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_sleep`](Timer::try_sleep): [`TimerError::Full`] or [`TimerError::Shutdown`].
+    pub fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, TimerError> {
+        Sleep::new_registered(self.shard().clone(), deadline)
     }
 }
