@@ -65,7 +65,7 @@ where
     F::Output: Send + 'static,
 {
     let shard = crate::timer::default::current_shard();
-    let deadline = deadline_after(shard.driver.now(), duration);
+    let deadline = deadline_after(shard.now(), duration);
     DelayedTask::new(shard, deadline, duration.is_zero(), future)
         .unwrap_or_else(|_| DelayedTask::shut_down())
 }
@@ -260,7 +260,7 @@ where
 {
     /// The wheel fired the entry (or shutdown drained it).
     fn wake(self: StdArc<Self>) {
-        if self.shard.driver.is_shutdown() {
+        if self.shard.is_shutdown() {
             if self.header.try_resolve() {
                 // Resolve first: the future's destructor is user code and may panic.
                 self.header.complete(Err(DelayedError::shutdown()));
@@ -276,7 +276,7 @@ where
         };
         let shard = self.shard.clone();
         let guard = CompleteOnDrop(Some(self as StdArc<dyn ErasedCell<F::Output>>));
-        shard.driver.runtime.spawn(async move {
+        shard.runtime().spawn(async move {
             let mut guard = guard;
             // `fut` is consumed inside the caught block, so a panic while dropping it after it
             // completed is caught too (and reported as a panic, not as a shutdown). Passing
@@ -357,30 +357,23 @@ impl<T: Send + 'static> DelayedTask<T> {
     where
         F: Future<Output = T> + Send + 'static,
     {
-        if shard.driver.is_shutdown() {
-            return Err(TimerError::Shutdown);
+        if shard.is_shutdown() {
+            return Err(TimerError::Shutdown); // before allocating the cell
         }
         let cell = StdArc::new(TaskCell {
             header: Header::new(),
             future: std::sync::Mutex::new(Some(future)),
             shard: shard.clone(),
         });
-        if check_clock && deadline <= shard.driver.now() {
-            Waker::from(cell.clone()).wake();
-            return Ok(DelayedTask {
-                cell,
-                registration: None,
-            });
-        }
-        let at = shard.driver.clock.deadline_to_units(deadline);
-        let registration = match shard.register(at, Waker::from(cell.clone()))? {
-            Some(key) => Some((shard, key)),
-            None => {
-                // Due already: start it now.
-                Waker::from(cell.clone()).wake();
-                None
-            }
-        };
+        let registration =
+            match shard.register_at(deadline, check_clock, || Waker::from(cell.clone()))? {
+                Some(key) => Some((shard, key)),
+                None => {
+                    // Due already: start it now.
+                    Waker::from(cell.clone()).wake();
+                    None
+                }
+            };
         Ok(DelayedTask { cell, registration })
     }
 
@@ -421,7 +414,7 @@ impl<T> DelayedTask<T> {
     pub fn cancel(&self) -> bool {
         let header = self.cell.header();
         if let Some((shard, _)) = &self.registration {
-            if shard.driver.is_shutdown() {
+            if shard.is_shutdown() {
                 // The shutdown resolves the task (or already did): nothing to stop.
                 return false;
             }
@@ -527,7 +520,7 @@ impl Timer {
         F::Output: Send + 'static,
     {
         self.try_spawn(
-            deadline_after(self.driver().now(), duration),
+            deadline_after(self.now(), duration),
             duration.is_zero(),
             future,
         )

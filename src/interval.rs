@@ -54,7 +54,7 @@ const MAX_PERIOD: Duration = Duration::from_secs(86_400 * 365 * 30);
 pub fn interval(period: Duration) -> Interval {
     check_period(period);
     let shard = crate::timer::default::current_shard();
-    let start = shard.driver.now();
+    let start = shard.now();
     Interval::new(shard, start, period)
 }
 
@@ -120,7 +120,7 @@ impl Timer {
     #[track_caller]
     pub fn interval(&self, period: Duration) -> Interval {
         check_period(period);
-        Interval::new(self.shard().clone(), self.shard().driver.now(), period)
+        Interval::new(self.shard().clone(), self.shard().now(), period)
     }
 
     /// Creates an [`Interval`] on this timer that ticks every `period`, the first tick at
@@ -437,7 +437,7 @@ impl Interval {
 
     fn poll_tick_inner(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         if self.due {
-            return Poll::Ready(self.fire(self.shard().driver.now()));
+            return Poll::Ready(self.fire(self.shard().now()));
         }
         if let Wait::Filed {
             key,
@@ -447,7 +447,7 @@ impl Interval {
             // Just ticked: file the entry for the next tick and wait, reading no clock.
             return self.file(key, cx);
         }
-        let now = self.shard().driver.now();
+        let now = self.shard().now();
         if self.next <= now {
             return Poll::Ready(self.fire(now));
         }
@@ -455,7 +455,7 @@ impl Interval {
             Wait::Unregistered => self.register(cx),
             Wait::Filed { key, .. } => {
                 let key = *key;
-                if self.shard().driver.is_shutdown() {
+                if self.shard().is_shutdown() {
                     return self.fall_back(cx);
                 }
                 self.watch(key, cx)
@@ -487,8 +487,7 @@ impl Interval {
     /// Registers the interval's wheel entry for `self.next` (the first wait).
     fn register(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         let shard = self.shard();
-        let units = shard.driver.clock.deadline_to_units(self.next);
-        match shard.register_persistent(units, cx.waker().clone()) {
+        match shard.register_persistent_at(self.next, cx.waker().clone()) {
             Ok(key) => {
                 self.wait = Wait::Filed { key, current: true };
                 self.waker = Some(cx.waker().clone());
@@ -504,9 +503,8 @@ impl Interval {
     /// Files the entry for `self.next`, in place, and waits.
     fn file(&mut self, key: Key, cx: &mut Context<'_>) -> Poll<Instant> {
         let shard = self.shard();
-        let units = shard.driver.clock.deadline_to_units(self.next);
         // Firing took the waker out of the entry: this puts the polling task's back.
-        if !shard.reschedule_persistent(key, units, cx.waker()) {
+        if !shard.reschedule_persistent_at(key, self.next, cx.waker()) {
             // Only a shutdown takes the entry away from its owner.
             return self.fall_back(cx);
         }
@@ -544,11 +542,11 @@ impl Interval {
             self.shard().cancel(key); // normally drained already
         }
         self.waker = None;
-        let mut sleep = TokioSleep::new(self.next, &self.shard().driver.runtime);
+        let mut sleep = TokioSleep::new(self.next, self.shard().runtime());
         let ready = sleep.poll_until(self.next, cx).is_ready();
         self.wait = Wait::Tokio(sleep);
         if ready {
-            Poll::Ready(self.fire(self.shard().driver.now()))
+            Poll::Ready(self.fire(self.shard().now()))
         } else {
             Poll::Pending
         }
@@ -567,13 +565,12 @@ impl Interval {
         if *current {
             let key = *key;
             let shard = self.shard();
-            let units = shard.driver.clock.deadline_to_units(next);
             // The entry may be parked (its waker taken by the firing): file it with the
             // waker the interval last polled with. A `false` (a shutdown took the entry) is
             // noticed by the next poll.
             match &self.waker {
-                Some(waker) => shard.reschedule_persistent(key, units, waker),
-                None => shard.reschedule(key, units),
+                Some(waker) => shard.reschedule_persistent_at(key, next, waker),
+                None => shard.reschedule_at(key, next),
             };
         }
     }
@@ -602,7 +599,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset(&mut self) {
-        let now = self.shard().driver.now();
+        let now = self.shard().now();
         self.set_next(deadline_after(now, self.period), now);
     }
 
@@ -629,7 +626,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_immediately(&mut self) {
-        let now = self.shard().driver.now();
+        let now = self.shard().now();
         self.set_next(now, now);
     }
 
@@ -657,7 +654,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
-        let now = self.shard().driver.now();
+        let now = self.shard().now();
         self.set_next(deadline_after(now, after), now);
     }
 
@@ -686,7 +683,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_at(&mut self, deadline: Instant) {
-        self.set_next(deadline, self.shard().driver.now());
+        self.set_next(deadline, self.shard().now());
     }
 
     /// The period between ticks.

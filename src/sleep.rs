@@ -153,7 +153,7 @@ impl Sleep {
         } else {
             State::Idle { check_clock: false }
         };
-        let deadline = deadline_after(shard.driver.now(), duration);
+        let deadline = deadline_after(shard.now(), duration);
         Sleep {
             shard,
             deadline,
@@ -166,7 +166,7 @@ impl Sleep {
         shard: Arc<Shard>,
         deadline: Instant,
     ) -> Result<Sleep, TimerError> {
-        if shard.driver.is_shutdown() {
+        if shard.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
         let mut sleep = Sleep::new(shard, deadline);
@@ -177,22 +177,24 @@ impl Sleep {
     /// Registers for the deadline with a placeholder waker (replaced on the next poll), unless
     /// it has passed: the state to be in.
     fn register_now(&self) -> Result<State, TimerError> {
-        if self.deadline <= self.shard.driver.now() {
+        // The clock first: a deadline passed counts as elapsed even on a shut-down timer.
+        if self.deadline <= self.shard.now() {
             return Ok(State::Elapsed);
         }
-        let at = self.shard.driver.clock.deadline_to_units(self.deadline);
-        Ok(match self.shard.register(at, noop_waker())? {
-            Some(key) => State::Registered {
-                key,
-                at: self.deadline,
+        Ok(
+            match self.shard.register_at(self.deadline, false, noop_waker)? {
+                Some(key) => State::Registered {
+                    key,
+                    at: self.deadline,
+                },
+                None => State::Elapsed,
             },
-            None => State::Elapsed,
-        })
+        )
     }
 
     /// The runtime of this `Sleep`'s timer.
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        &self.shard.driver.runtime
+        self.shard.runtime()
     }
 
     /// The instant at which this `Sleep` completes.
@@ -203,12 +205,12 @@ impl Sleep {
     /// Whether the deadline has been reached: the timer fired (whether or not this `Sleep` has
     /// been polled since), or the timer shut down.
     pub fn is_elapsed(&self) -> bool {
-        let driver = &self.shard.driver;
+        let shard = &self.shard;
         match self.state {
             State::Elapsed | State::Shutdown => true,
-            State::Idle { .. } => driver.is_shutdown() || self.deadline <= driver.now(),
+            State::Idle { .. } => shard.is_shutdown() || self.deadline <= shard.now(),
             State::Registered { key, at } => {
-                !self.shard.contains(key) && (driver.is_shutdown() || !self.moved_later(at))
+                !shard.contains(key) && (shard.is_shutdown() || !self.moved_later(at))
             }
         }
     }
@@ -216,8 +218,7 @@ impl Sleep {
     /// Whether the deadline was moved past the wheel time of the registration for `at` (a lazy
     /// reset), so that registration firing does not complete this `Sleep`.
     fn moved_later(&self, at: Instant) -> bool {
-        let clock = &self.shard.driver.clock;
-        self.deadline > at && clock.deadline_to_units(self.deadline) > clock.deadline_to_units(at)
+        self.shard.later_in_wheel_time(self.deadline, at)
     }
 
     /// Removes the timer from the wheel, if registered (the owner no longer needs it).
@@ -302,20 +303,18 @@ impl Sleep {
 
     fn reset_inner(&mut self, deadline: Instant) -> Result<(), TimerError> {
         self.deadline = deadline;
-        let bounded = self.shard.driver.is_bounded();
+        let bounded = self.shard.is_bounded();
         match self.state {
             // Later, without a limit: nothing to do now (one comparison); re-filed when the
             // entry fires.
             State::Registered { at, .. } if deadline >= at && !bounded => Ok(()),
             State::Registered { key, .. } => {
-                let driver = &self.shard.driver;
-                if deadline <= driver.now() {
+                if deadline <= self.shard.now() {
                     self.shard.cancel(key);
                     self.state = State::Elapsed;
                     return Ok(());
                 }
-                let units = driver.clock.deadline_to_units(deadline);
-                if self.shard.reschedule(key, units) {
+                if self.shard.reschedule_at(key, deadline) {
                     self.state = State::Registered { key, at: deadline };
                     return Ok(());
                 }
@@ -334,7 +333,7 @@ impl Sleep {
     /// On a bounded timer, takes a slot for an idle `Sleep` now, so a reset never turns into a
     /// panic later because the slot was taken meanwhile.
     fn rearm_bounded(&mut self) -> Result<(), TimerError> {
-        if !self.shard.driver.is_bounded() {
+        if !self.shard.is_bounded() {
             return Ok(());
         }
         match self.register_now() {
@@ -350,9 +349,7 @@ impl Sleep {
     /// The timer is shut down and this `Sleep` is not in the wheel: it elapsed if its deadline
     /// had been reached when the timer shut down, else the shutdown cut it short.
     fn finish_after_shutdown(&mut self) -> Poll<()> {
-        let driver = &self.shard.driver;
-        let units = driver.clock.deadline_to_units(self.deadline);
-        self.state = if driver.elapsed_before_shutdown(units) {
+        self.state = if self.shard.elapsed_before_shutdown(self.deadline) {
             State::Elapsed
         } else {
             State::Shutdown
@@ -362,16 +359,10 @@ impl Sleep {
 
     /// Registers (or re-registers) for `self.deadline`; `Ready` if there is nothing to wait for.
     fn register(&mut self, cx: &mut Context<'_>, check_clock: bool) -> Poll<()> {
-        let driver = &self.shard.driver;
-        if driver.is_shutdown() {
-            return self.finish_after_shutdown();
-        }
-        if check_clock && self.deadline <= driver.now() {
-            self.state = State::Elapsed;
-            return Poll::Ready(());
-        }
-        let at = driver.clock.deadline_to_units(self.deadline);
-        match self.shard.register(at, cx.waker().clone()) {
+        match self
+            .shard
+            .register_at(self.deadline, check_clock, || cx.waker().clone())
+        {
             Ok(Some(key)) => {
                 self.state = State::Registered {
                     key,
@@ -379,7 +370,7 @@ impl Sleep {
                 };
                 Poll::Pending
             }
-            // The wheel's time is already past the deadline.
+            // Due already (by the clock, or the wheel's time is past the deadline).
             Ok(None) => {
                 self.state = State::Elapsed;
                 Poll::Ready(())
@@ -419,7 +410,7 @@ impl Sleep {
                     return Poll::Pending;
                 }
                 // Fired, or drained by shutdown.
-                if this.shard.driver.is_shutdown() {
+                if this.shard.is_shutdown() {
                     return this.finish_after_shutdown();
                 }
                 if this.moved_later(at) {
@@ -491,7 +482,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn try_sleep(&self, duration: Duration) -> Result<Sleep, TimerError> {
-        self.try_sleep_until(deadline_after(self.driver().now(), duration))
+        self.try_sleep_until(deadline_after(self.now(), duration))
     }
 
     /// Like [`sleep_until`](Timer::sleep_until), but takes the timer slot now and returns an

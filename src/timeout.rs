@@ -196,7 +196,7 @@ impl Timer {
         duration: Duration,
         future: F,
     ) -> Result<Timeout<F::IntoFuture>, TimerError> {
-        self.try_timeout_at(deadline_after(self.driver().now(), duration), future)
+        self.try_timeout_at(deadline_after(self.now(), duration), future)
     }
 
     /// Like [`timeout_at`](Timer::timeout_at), but takes the timer slot now and returns an

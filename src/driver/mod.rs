@@ -25,6 +25,7 @@
 
 pub(crate) mod alarm;
 pub(crate) mod arm;
+mod entry;
 
 #[cfg(test)]
 mod loom_tests;
@@ -51,7 +52,7 @@ use crate::loom::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 /// The shared state of one timer: its clock, the alarm, the arming protocol, the shutdown
 /// flag, the `max_pending` accounting, and (weakly) its shards.
 pub(crate) struct Driver {
-    pub(crate) clock: Clock,
+    clock: Clock,
     arm: Arm,
     alarm: Mutex<Alarm>,
     /// Wakes this driver (through a weak reference): the waker the alarm is polled with.
@@ -67,7 +68,7 @@ pub(crate) struct Driver {
     max_pending: usize,
     reserved: AtomicUsize,
     /// The runtime whose time driver fires the alarm and onto which delayed tasks spawn.
-    pub(crate) runtime: Handle,
+    runtime: Handle,
     /// `runtime`'s id, and whether runtimes' clocks can differ in this build (Tokio's
     /// `test-util`): then every clock read of this timer must be one of `runtime`'s.
     runtime_id: tokio::runtime::Id,
@@ -182,6 +183,11 @@ impl Driver {
                 Instant::now()
             }
         }
+    }
+
+    /// The width of a level-0 bucket.
+    pub(crate) fn tick(&self) -> Duration {
+        self.clock.tick()
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {

@@ -21,7 +21,7 @@ use crate::wheel::{Key, Step, Wheel};
 #[repr(align(128))]
 pub(crate) struct Shard {
     wheel: Mutex<Wheel<Waker>>,
-    pub(crate) driver: Arc<Driver>,
+    pub(super) driver: Arc<Driver>,
 }
 
 impl fmt::Debug for Shard {
@@ -39,6 +39,11 @@ impl Shard {
         }
     }
 
+    /// The driver this shard belongs to (for `Timer`'s own operations: shutdown, metrics).
+    pub(crate) fn driver(&self) -> &Arc<Driver> {
+        &self.driver
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, Wheel<Waker>> {
         lock(&self.wheel)
     }
@@ -46,7 +51,7 @@ impl Shard {
     /// Files `waker` to be woken at `deadline` (wheel time); arms the driver earlier if this
     /// created the shard's earliest bucket. `Ok(None)` when the wheel's time has already
     /// reached `deadline` (nothing is filed; it is due now).
-    pub(crate) fn register(&self, deadline: u64, waker: Waker) -> Result<Option<Key>, TimerError> {
+    pub(super) fn register(&self, deadline: u64, waker: Waker) -> Result<Option<Key>, TimerError> {
         self.register_entry(deadline, waker, false)
     }
 
@@ -59,7 +64,7 @@ impl Shard {
     ///
     /// Firing moves the waker out of the entry (a no-op waker is left behind), so the pass
     /// touches no reference count under the lock; re-filing puts a waker back.
-    pub(crate) fn register_persistent(
+    pub(super) fn register_persistent(
         &self,
         deadline: u64,
         waker: Waker,
@@ -170,7 +175,7 @@ impl Shard {
     /// Files a persistent entry (parked or waiting) for `deadline`, to wake `waker`: `false` if
     /// it is gone (drained by shutdown). The waker is cloned, and the one it replaces dropped,
     /// outside the lock.
-    pub(crate) fn reschedule_persistent(&self, key: Key, deadline: u64, waker: &Waker) -> bool {
+    pub(super) fn reschedule_persistent(&self, key: Key, deadline: u64, waker: &Waker) -> bool {
         let new = waker.clone();
         let mut wheel = self.lock();
         if !wheel.reschedule(key, deadline) {
@@ -183,7 +188,7 @@ impl Shard {
     }
 
     /// Moves a pending entry to a new deadline; `false` if it is no longer pending.
-    pub(crate) fn reschedule(&self, key: Key, deadline: u64) -> bool {
+    pub(super) fn reschedule(&self, key: Key, deadline: u64) -> bool {
         let mut wheel = self.lock();
         if !wheel.reschedule(key, deadline) {
             return false;

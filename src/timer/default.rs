@@ -40,7 +40,7 @@ pub(crate) fn current_shard() -> Arc<Shard> {
     };
     let id = handle.id();
     let cached = CACHE.with(|c| match &*c.borrow() {
-        Some((cid, shard)) if *cid == id && !shard.driver.is_shutdown() => Some(shard.clone()),
+        Some((cid, shard)) if *cid == id && !shard.is_shutdown() => Some(shard.clone()),
         _ => None,
     });
     if let Some(shard) = cached {

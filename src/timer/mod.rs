@@ -120,7 +120,12 @@ impl Timer {
     }
 
     pub(crate) fn driver(&self) -> &Arc<Driver> {
-        &self.shards[0].driver
+        self.shards[0].driver()
+    }
+
+    /// The current instant on the timer's clock.
+    pub(crate) fn now(&self) -> tokio::time::Instant {
+        self.shards[0].now()
     }
 
     /// Number of timers currently registered in the wheel (sleeps and timeouts that have been
@@ -174,7 +179,7 @@ impl Timer {
 
     /// The tick this timer was built with.
     pub fn tick(&self) -> Duration {
-        self.driver().clock.tick()
+        self.driver().tick()
     }
 
     /// Shuts the timer down: every pending sleep completes, every pending timeout resolves to
