@@ -10,7 +10,7 @@ use std::task::Waker;
 use super::{wake_all, Driver, Fired, BATCH};
 use crate::error::TimerError;
 use crate::loom::{lock, Mutex, MutexGuard};
-use crate::wheel::{Key, Step, Wheel};
+use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
 
 /// A wheel of wakers behind a lock, and the driver that fires it.
 ///
@@ -20,7 +20,7 @@ use crate::wheel::{Key, Step, Wheel};
 /// shard another worker uses (measured: ~20% of the multi-task rpc-timeout profile).
 #[repr(align(128))]
 pub(crate) struct Shard {
-    wheel: Mutex<Wheel<Waker>>,
+    wheel: Mutex<WakerWheel>,
     pub(super) driver: Arc<Driver>,
 }
 
@@ -34,7 +34,10 @@ impl fmt::Debug for Shard {
 impl Shard {
     pub(crate) fn new(wheel_size: usize, driver: Arc<Driver>) -> Shard {
         Shard {
-            wheel: Mutex::new(Wheel::with_tick(wheel_size, driver.clock.tick_units())),
+            wheel: Mutex::new(WakerWheel::persistent(
+                wheel_size,
+                driver.clock.tick_units(),
+            )),
             driver,
         }
     }
@@ -44,7 +47,7 @@ impl Shard {
         &self.driver
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Wheel<Waker>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, WakerWheel> {
         lock(&self.wheel)
     }
 
@@ -96,7 +99,7 @@ impl Shard {
             return Err(TimerError::Shutdown);
         }
         let inserted = if persistent {
-            wheel.insert_persistent(deadline, waker, take_waker)
+            wheel.insert_persistent(deadline, waker)
         } else {
             wheel.insert(deadline, waker)
         };
@@ -200,7 +203,7 @@ impl Shard {
     /// After an insert or reschedule: if it made new work (a new bucket, a due entry...),
     /// tells the driver when that work needs a wake (the alarm moves only if that is earlier
     /// than planned).
-    fn publish_head(&self, mut wheel: MutexGuard<'_, Wheel<Waker>>) {
+    fn publish_head(&self, mut wheel: MutexGuard<'_, WakerWheel>) {
         let head = wheel.take_new_head();
         drop(wheel);
         if let Some(head) = head {
@@ -267,10 +270,21 @@ impl Shard {
     }
 }
 
-/// How a fired persistent entry hands out its waker: moved out, a no-op left in its place.
-fn take_waker(w: &mut Waker) -> Waker {
-    std::mem::replace(w, futures::task::noop_waker())
+/// How a fired persistent entry (an `Interval`'s) hands out its waker: moved out, a no-op
+/// left in its place, so the pass touches no reference count under the lock.
+#[derive(Debug)]
+pub(crate) enum TakeWaker {}
+
+impl Persistence<Waker> for TakeWaker {
+    fn take(w: &mut Waker) -> Waker {
+        std::mem::replace(w, futures::task::noop_waker())
+    }
 }
+
+impl Persistent<Waker> for TakeWaker {}
+
+/// A shard's wheel: wakers, persistent ones handed out by [`TakeWaker`].
+type WakerWheel = Wheel<Waker, TakeWaker>;
 
 thread_local! {
     /// This thread's shard number (modulo each timer's shard count), handed out round-robin.
