@@ -11,7 +11,7 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::AcqRel;
-use std::sync::{Arc, Arc as StdArc};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -259,7 +259,7 @@ where
     F::Output: Send + 'static,
 {
     /// The wheel fired the entry (or shutdown drained it).
-    fn wake(self: StdArc<Self>) {
+    fn wake(self: Arc<Self>) {
         if self.shard.is_shutdown() {
             if self.header.try_resolve() {
                 // Resolve first: the future's destructor is user code and may panic.
@@ -275,7 +275,7 @@ where
             return;
         };
         let shard = self.shard.clone();
-        let guard = CompleteOnDrop(Some(self as StdArc<dyn ErasedCell<F::Output>>));
+        let guard = CompleteOnDrop(Some(self as Arc<dyn ErasedCell<F::Output>>));
         shard.runtime().spawn(async move {
             let mut guard = guard;
             // `fut` is consumed inside the caught block, so a panic while dropping it after it
@@ -302,7 +302,7 @@ fn drop_contained<F>(fut: Option<F>) {
 
 /// Resolves the handle with the shutdown error if the spawned task is dropped unfinished
 /// (the runtime shut down before or while running it).
-struct CompleteOnDrop<T>(Option<StdArc<dyn ErasedCell<T>>>);
+struct CompleteOnDrop<T>(Option<Arc<dyn ErasedCell<T>>>);
 
 impl<T> Drop for CompleteOnDrop<T> {
     fn drop(&mut self) {
@@ -331,7 +331,7 @@ impl<T: Send> ErasedCell<T> for Finished<T> {
 /// cancel the task.
 #[must_use = "dropping a DelayedTask does not cancel it; keep it to cancel or await the result"]
 pub struct DelayedTask<T> {
-    cell: StdArc<dyn ErasedCell<T>>,
+    cell: Arc<dyn ErasedCell<T>>,
     /// Where the task waits, while it may still be cancelled.
     registration: Option<(Arc<Shard>, Key)>,
 }
@@ -360,7 +360,7 @@ impl<T: Send + 'static> DelayedTask<T> {
         if shard.is_shutdown() {
             return Err(TimerError::Shutdown); // before allocating the cell
         }
-        let cell = StdArc::new(TaskCell {
+        let cell = Arc::new(TaskCell {
             header: Header::new(),
             future: std::sync::Mutex::new(Some(future)),
             shard: shard.clone(),
@@ -382,7 +382,7 @@ impl<T: Send + 'static> DelayedTask<T> {
         let header = Header::with_state(RESOLVED);
         header.complete(Err(DelayedError::shutdown()));
         DelayedTask {
-            cell: StdArc::new(Finished(header)),
+            cell: Arc::new(Finished(header)),
             registration: None,
         }
     }

@@ -140,6 +140,14 @@ pub use crate::integrations::tower;
 #[doc(hidden)]
 pub mod internals;
 
+/// Whether this build's Tokio has its `test-util` feature compiled in (then every
+/// `tokio::time::Instant::now()` pays for the paused-clock check). For the benchmark suite,
+/// which refuses to measure such a build; not part of the API.
+#[doc(hidden)]
+pub fn tokio_has_test_util() -> bool {
+    crate::clock::clocks_can_pause()
+}
+
 /// The README's Rust examples, compiled as doc tests so they cannot drift from the API. They
 /// use the `hyper` and `tower` features, so they run with those (CI runs `--all-features`).
 #[cfg(all(doctest, feature = "hyper", feature = "tower"))]

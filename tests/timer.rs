@@ -347,7 +347,7 @@ async fn pending_counts_registered_timers_exactly() {
 async fn shutdown_resolves_everything_pending() {
     let base = alive_tasks();
     let timer = Timer::builder().build().unwrap();
-    assert_eq!(alive_tasks(), base + 1, "the driver task");
+    assert_eq!(alive_tasks(), base + 1, "the timer's sentinel task");
     let start = Instant::now();
 
     let t = timer.clone();
@@ -431,7 +431,7 @@ async fn shutdown_resolves_everything_pending() {
     settle().await;
     assert!(!ran.load(SeqCst), "a shut-down delayed task never runs");
     assert!(!ran2.load(SeqCst));
-    assert_eq!(alive_tasks(), base, "the driver task ended");
+    assert_eq!(alive_tasks(), base, "the sentinel task ended");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -524,7 +524,7 @@ async fn dropped_timer_handles_do_not_stop_pending_sleeps_and_driver_exits() {
     assert_eq!(
         alive_tasks(),
         base,
-        "the driver task exits once all is gone"
+        "the sentinel task exits once all is gone"
     );
 }
 
@@ -602,7 +602,7 @@ async fn two_timers_are_independent() {
     assert!(!b1.is_shutdown(), "b fired normally");
     assert!(start.elapsed() >= Duration::from_secs(2));
     assert_eq!(b.pending(), 0);
-    assert!(b.metrics().driver_wakeups >= 1);
+    assert!(b.metrics().passes >= 1);
 }
 
 #[test]
@@ -786,7 +786,7 @@ async fn a_detached_timer_costs_no_wakeups_in_paused_time() {
     (&mut kept).await;
     let probe = timer.clone();
     drop(timer);
-    let passes = probe.metrics().driver_wakeups;
+    let passes = probe.metrics().passes;
     drop(probe);
 
     let start = Instant::now();
@@ -819,12 +819,12 @@ async fn cancelled_sleeps_do_not_make_a_far_sleep_wake_the_driver() {
     let mut hour = task::spawn(timer.sleep(Duration::from_secs(3600)));
     assert_pending!(hour.poll());
     assert_eq!(timer.pending(), 1);
-    let before = timer.metrics().driver_wakeups;
+    let before = timer.metrics().passes;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let wakeups = timer.metrics().driver_wakeups - before;
+    let wakeups = timer.metrics().passes - before;
     assert!(
         wakeups <= 1,
-        "{wakeups} driver wakeups in 2 s for a sleep an hour away"
+        "{wakeups} firing passes in 2 s for a sleep an hour away"
     );
     assert_pending!(hour.poll());
 }
@@ -885,7 +885,7 @@ async fn a_huge_cascade_is_moved_a_batch_per_lock_hold() {
     drop(rest);
 }
 
-/// Issue (on time under load): a task that registered a sleep (which, in the old design,
+/// On time under load: a task that registered a sleep (which, in the old design,
 /// queued the driver task on its worker) and then blocked its thread stalled every wheel timer
 /// of the runtime for as long as it blocked. Timers now fire inside Tokio's own timer
 /// processing, which the other worker runs: only the blocked worker's tasks wait. (Wall clock,

@@ -110,7 +110,7 @@ pub(crate) const BATCH: usize = 1024;
 
 /// What [`Shard::fire_due`] did.
 #[derive(Debug, Default)]
-pub(crate) struct Fired {
+pub(crate) struct FireReport {
     pub(crate) entries: usize,
     pub(crate) cascades: u64,
     /// The shard's next expiration after the pass.
@@ -296,7 +296,7 @@ impl Driver {
         self.passes.fetch_add(1, Relaxed);
         self.arm.begin_pass();
         let mut next: Option<u64> = None;
-        let mut total = Fired::default();
+        let mut total = FireReport::default();
         // Only the runner passes, so this lock is never contended; wakers run while it is
         // held, but a waker can only ask for work, never become the runner (see `kick`).
         let mut wakers = lock(&self.batch);

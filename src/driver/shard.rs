@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::task::Waker;
 
-use super::{wake_all, Driver, Fired, BATCH};
+use super::{wake_all, Driver, FireReport, BATCH};
 use crate::error::TimerError;
 use crate::loom::{lock, Mutex, MutexGuard};
 use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
@@ -214,8 +214,8 @@ impl Shard {
     /// The shard's step of a firing pass: hands out everything due at `now`, a bounded batch
     /// per lock hold (waking each batch after releasing the lock), and returns what it did
     /// and the shard's next expiration.
-    pub(crate) fn fire_due(&self, now: u64, wakers: &mut Vec<Waker>) -> Fired {
-        let mut fired = Fired::default();
+    pub(crate) fn fire_due(&self, now: u64, wakers: &mut Vec<Waker>) -> FireReport {
+        let mut fired = FireReport::default();
         loop {
             let mut wheel = self.lock();
             let cascades_before = wheel.stats().cascades;

@@ -137,7 +137,7 @@ impl Timer {
     /// A snapshot of the timer's counters (takes each shard's lock briefly).
     pub fn metrics(&self) -> TimerMetrics {
         let mut m = TimerMetrics {
-            driver_wakeups: self.driver().passes(),
+            passes: self.driver().passes(),
             ..TimerMetrics::default()
         };
         for shard in self.shards.iter() {
