@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use crate::clock::deadline_after;
 use crate::driver::shard::Shard;
 use crate::error::{DelayedError, TimerError};
-use crate::loom::{lock, AtomicU8, Mutex};
+use crate::loom::{lock, lock_std, AtomicU8, Mutex};
 use crate::timer::Timer;
 use crate::wheel::Key;
 
@@ -143,37 +143,23 @@ impl<T> Header<T> {
 
     /// `WAITING -> STARTED`; true for the one caller that wins.
     pub(crate) fn try_start(&self) -> bool {
-        self.state
-            .compare_exchange(
-                WAITING,
-                STARTED,
-                AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-            )
-            .is_ok()
+        self.leave_waiting(STARTED)
     }
 
     /// `WAITING -> RESOLVED` (the timer shut down); true for the one caller that wins.
     fn try_resolve(&self) -> bool {
-        self.state
-            .compare_exchange(
-                WAITING,
-                RESOLVED,
-                AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-            )
-            .is_ok()
+        self.leave_waiting(RESOLVED)
     }
 
     /// `WAITING -> CANCELLED`; true for the one caller that wins.
     pub(crate) fn try_cancel(&self) -> bool {
+        self.leave_waiting(CANCELLED)
+    }
+
+    /// The one transition out of `WAITING`, to `to`: true for the one caller that wins.
+    fn leave_waiting(&self, to: u8) -> bool {
         self.state
-            .compare_exchange(
-                WAITING,
-                CANCELLED,
-                AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-            )
+            .compare_exchange(WAITING, to, AcqRel, std::sync::atomic::Ordering::Acquire)
             .is_ok()
     }
 
@@ -246,10 +232,7 @@ where
 
 impl<F: Future> TaskCell<F> {
     fn take_future(&self) -> Option<F> {
-        self.future
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
+        lock_std(&self.future).take()
     }
 }
 

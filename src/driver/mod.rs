@@ -47,7 +47,7 @@ use self::arm::{Arm, PASS, REARM};
 use self::shard::Shard;
 use crate::clock::{self, Clock};
 use crate::error::TimerError;
-use crate::loom::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
+use crate::loom::{lock, lock_std, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 
 /// The shared state of one timer: its clock, the alarm, the arming protocol, the shutdown
 /// flag, the `max_pending` accounting, and (weakly) its shards.
@@ -347,12 +347,7 @@ impl Driver {
             self.release(wakers.len());
             wake_all(&mut wakers);
         }
-        drop(
-            self.sentinel
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take(),
-        );
+        drop(lock_std(&self.sentinel).take());
         tracing::debug!(drained, "timer shut down");
     }
 
