@@ -22,6 +22,10 @@
 //! delayed task refers to one of its shards. A sentinel task parked on the runtime shuts the
 //! timer down when the runtime drops it, before Tokio's time driver goes: every pending future
 //! resolves.
+//!
+//! Layers: the wheel, the clock and the errors at the bottom; this driver above them; `Timer`
+//! (`src/timer/`) above the driver; the futures above `Timer`, each reaching the driver only
+//! through its shard's [entry API](entry), in `tokio::time::Instant`s; the integrations on top.
 
 pub(crate) mod alarm;
 pub(crate) mod arm;

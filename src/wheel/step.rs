@@ -17,7 +17,7 @@ pub(crate) struct Stats {
     pub(crate) heap_pops: u64,
 }
 
-/// An entry handed out by [`Wheel::poll`].
+/// An entry handed out by [`Wheel::poll`](super::Wheel::poll).
 #[derive(Debug)]
 pub(crate) struct Expired<T> {
     /// The entry's key, and its deadline (which only tests read).
@@ -29,7 +29,7 @@ pub(crate) struct Expired<T> {
     pub(crate) parked: bool,
 }
 
-/// What one step of [`Wheel::poll_within`] found.
+/// What one step of [`Wheel::poll_within`](super::Wheel::poll_within) found.
 #[derive(Debug)]
 pub(crate) enum Step<T> {
     /// An entry whose deadline has been reached.
