@@ -15,21 +15,21 @@ use std::task::{Context, Poll};
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use crate::driver::Driver;
+use crate::driver::shard::Shard;
 
 /// A boxed `tokio::time::Sleep`, re-armed in place.
 #[derive(Debug)]
 pub(crate) struct TokioSleep {
     sleep: Pin<Box<tokio::time::Sleep>>,
-    /// The shut-down timer, whose runtime the sleep is on unless `elsewhere`.
-    driver: Arc<Driver>,
+    /// A shard of the shut-down timer, whose runtime the sleep is on unless `elsewhere`.
+    shard: Arc<Shard>,
     /// The sleep is on this runtime, current when it was made, the timer's having shut
     /// down (`None`: on the timer's runtime).
     elsewhere: Option<tokio::runtime::Id>,
 }
 
 impl TokioSleep {
-    /// A sleep until `deadline` for `driver`, a shut-down timer: on its runtime (entered, so
+    /// A sleep until `deadline` for `shard`'s timer, shut down: on its runtime (entered, so
     /// this works from a thread outside any runtime too), or, if that runtime has shut down
     /// too, on the current one.
     ///
@@ -38,11 +38,11 @@ impl TokioSleep {
     /// If the timer's runtime has shut down and no runtime with a time driver is current, as
     /// `tokio::time::sleep_until` outside a runtime.
     #[track_caller]
-    pub(crate) fn new(deadline: Instant, driver: &Arc<Driver>) -> TokioSleep {
-        let (sleep, elsewhere) = make(deadline, driver);
+    pub(crate) fn new(deadline: Instant, shard: &Arc<Shard>) -> TokioSleep {
+        let (sleep, elsewhere) = make(deadline, shard);
         TokioSleep {
             sleep,
-            driver: driver.clone(),
+            shard: shard.clone(),
             elsewhere,
         }
     }
@@ -53,12 +53,12 @@ impl TokioSleep {
     #[track_caller]
     pub(crate) fn poll_until(&mut self, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
         let moved = match self.elsewhere {
-            None => self.driver.runtime_gone(),
+            None => self.shard.runtime_gone(),
             // Which runtimes still live is not known: the current one does.
             Some(id) => Handle::try_current().map_or(true, |h| h.id() != id),
         };
         if moved {
-            (self.sleep, self.elsewhere) = make(deadline, &self.driver);
+            (self.sleep, self.elsewhere) = make(deadline, &self.shard);
         }
         if self.sleep.deadline() != deadline {
             self.sleep.as_mut().reset(deadline);
@@ -72,9 +72,9 @@ impl TokioSleep {
 #[track_caller]
 fn make(
     deadline: Instant,
-    driver: &Driver,
+    shard: &Shard,
 ) -> (Pin<Box<tokio::time::Sleep>>, Option<tokio::runtime::Id>) {
-    let (handle, elsewhere) = if driver.runtime_gone() {
+    let (handle, elsewhere) = if shard.runtime_gone() {
         let handle = Handle::try_current().unwrap_or_else(|_| {
             panic!(
                 "tokio-timing-wheel: the timer's runtime has shut down, and no Tokio runtime is \
@@ -84,7 +84,7 @@ fn make(
         let id = handle.id();
         (handle, Some(id))
     } else {
-        (driver.runtime.clone(), None)
+        (shard.runtime().clone(), None)
     };
     let _guard = handle.enter();
     (Box::pin(tokio::time::sleep_until(deadline)), elsewhere)
