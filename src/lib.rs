@@ -130,10 +130,22 @@ mod timeout;
 mod timer;
 mod wheel;
 
+#[cfg(feature = "grpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
+#[path = "integrations/grpc/mod.rs"]
+pub mod grpc;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+#[path = "integrations/http/mod.rs"]
+pub mod http;
 #[cfg(feature = "hyper")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 #[path = "integrations/hyper.rs"]
 pub mod hyper;
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
+#[path = "integrations/server/mod.rs"]
+pub mod server;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 #[path = "integrations/tower.rs"]
