@@ -28,7 +28,7 @@ impl OnTimer {
         }
     }
 
-    #[cfg(any(feature = "tower", feature = "http", feature = "grpc"))] // the timeout layers
+    #[cfg(any(feature = "tower", feature = "http"))] // the timeout layers
     pub(crate) fn timeout<F: std::future::IntoFuture>(
         &self,
         duration: std::time::Duration,

@@ -1,1 +1,39 @@
-//! x
+//! gRPC deadlines on the wheel: `grpc-timeout` honoured with DEADLINE_EXCEEDED, and propagated.
+//!
+//! - [`GrpcTimeoutLayer`] (server side) reads the request's `grpc-timeout` header, caps it with
+//!   its own [`max`](GrpcTimeoutLayer::max) (which also applies when the header is absent), and
+//!   answers a trailers-only `DEADLINE_EXCEEDED` (HTTP 200, `content-type: application/grpc`,
+//!   `grpc-status: 4`, a `grpc-message`) when the handler is late. The handler sees the
+//!   [`Deadline`] as a request extension and as [`Deadline::current`].
+//! - [`PropagateDeadlineLayer`] (client side) sets `grpc-timeout` on outgoing requests from the
+//!   deadline of the request being served, so a deadline holds through a chain of services.
+//! - [`parse_grpc_timeout`] and [`format_grpc_timeout`] are the header's codec.
+//!
+//! No gRPC library is needed: these are tower layers over `http` requests, and work with tonic
+//! (its `tonic::transport::Server::layer` and `Channel`), with [`serve`](crate::server::serve),
+//! or with plain hyper.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use tokio_timing_wheel::grpc::{Deadline, GrpcTimeoutLayer, PropagateDeadlineLayer};
+//! use tower::ServiceBuilder;
+//!
+//! // Server side: honour the client's deadline, at most 30 s.
+//! let server_layer = GrpcTimeoutLayer::new().max(Duration::from_secs(30));
+//! // Client side (inside a handler): pass what is left of it on.
+//! let client_layer = PropagateDeadlineLayer::new();
+//! # let _ = (server_layer, client_layer);
+//! ```
+
+mod deadline;
+mod header;
+mod propagate;
+mod timeout;
+
+pub use self::deadline::Deadline;
+pub use self::header::{format_grpc_timeout, parse_grpc_timeout};
+pub use self::propagate::{PropagateDeadline, PropagateDeadlineLayer};
+pub use self::timeout::{GrpcTimeout, GrpcTimeoutLayer, ResponseFuture};
