@@ -46,6 +46,12 @@ async fn app(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     if let Some(n) = path.strip_prefix("/slow/") {
         tokio::time::sleep(ms(n.parse().unwrap())).await;
     }
+    if path == "/big" {
+        // More than the socket buffers hold: hyper buffers it whole and drops the body.
+        return Ok(Response::new(http_body_util::Either::Left(Full::from(
+            vec![b'x'; 64 << 20],
+        ))));
+    }
     if path == "/endless" {
         return Ok(Response::new(http_body_util::Either::Right(Endless)));
     }
@@ -245,6 +251,25 @@ async fn a_client_that_never_reads_is_cut_at_the_idle_limit() {
         .unwrap();
     closed(&metrics, CloseReason::Idle).await;
     assert_eq!(metrics.active(), 0);
+    drop(tcp);
+    task.abort();
+}
+
+/// A response hyper has buffered whole but the client does not read is still in flight: the
+/// keep-alive limit does not apply, the idle limit does.
+#[tokio::test]
+async fn an_unread_buffered_response_is_in_flight_until_written() {
+    let s = server()
+        .await
+        .keep_alive_timeout(ms(100))
+        .idle_timeout(ms(400));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /big HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    closed(&metrics, CloseReason::Idle).await;
+    assert_eq!(metrics.closed(CloseReason::KeepAlive), 0, "{metrics:?}");
     drop(tcp);
     task.abort();
 }

@@ -102,6 +102,9 @@ struct Shared {
     waker: AtomicWaker,
     /// `IdleTimeout` failed the I/O.
     idle_timed_out: AtomicBool,
+    /// The last write or flush waited for the socket: a response is still going out (hyper
+    /// drops a response body once it has buffered its last frame, before writing it).
+    write_blocked: AtomicBool,
 }
 
 impl Shared {
@@ -144,6 +147,7 @@ enum Due {
 
 fn next_due(
     st: &State,
+    write_blocked: bool,
     limits: &Limits,
     accepted: Instant,
     drain: &Drain,
@@ -163,7 +167,12 @@ fn next_due(
     };
     if let Some(at) = head {
         consider(at, Due::HeaderRead);
-    } else if let (0, Some(limit), Some(since)) = (st.in_flight, limits.keep_alive, st.idle_since) {
+    } else if let (0, false, Some(limit), Some(since)) = (
+        st.in_flight,
+        write_blocked,
+        limits.keep_alive,
+        st.idle_since,
+    ) {
         consider(since + limit, Due::KeepAlive);
     }
     if let Some(age) = limits.max_age {
@@ -204,6 +213,7 @@ where
         polling: AtomicBool::new(false),
         waker: AtomicWaker::new(),
         idle_timed_out: AtomicBool::new(false),
+        write_blocked: AtomicBool::new(false),
     });
     let mut idle = IdleTimeout::builder();
     if let Some(limit) = ctx.limits.idle {
@@ -256,7 +266,8 @@ where
                 return Poll::Ready(Event::Phase);
             }
             shared.waker.register(cx.waker());
-            let next = next_due(&shared.lock(), &ctx.limits, accepted, &drain);
+            let blocked = shared.write_blocked.load(Ordering::Relaxed);
+            let next = next_due(&shared.lock(), blocked, &ctx.limits, accepted, &drain);
             if let Some((at, _)) = next {
                 let s = sleep.get_or_insert_with(|| ctx.sleep_until(at));
                 if s.deadline() != at {
@@ -283,7 +294,8 @@ where
                 let now = Instant::now();
                 let (h2, next) = {
                     let st = shared.lock();
-                    (st.h2, next_due(&st, &ctx.limits, accepted, &drain))
+                    let blocked = shared.write_blocked.load(Ordering::Relaxed);
+                    (st.h2, next_due(&st, blocked, &ctx.limits, accepted, &drain))
                 };
                 match next {
                     Some((at, due)) if at <= now => match due {
@@ -400,9 +412,28 @@ impl AsyncRead for ConnIo {
 }
 
 impl ConnIo {
-    fn check<T>(self: Pin<&mut Self>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+    fn check_error<T>(self: Pin<&mut Self>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
         if let Poll::Ready(Err(_)) = &poll {
             self.on_error();
+        }
+        poll
+    }
+
+    /// After a write (a flush of a socket never waits, so it says nothing): note an error, or whether output waits for the socket. When it
+    /// stops waiting with nothing in flight, the response has gone out: the keep-alive clock
+    /// starts now.
+    fn check<T>(self: Pin<&mut Self>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        match &poll {
+            Poll::Ready(Err(_)) => self.on_error(),
+            Poll::Pending => self.shared.write_blocked.store(true, Ordering::Relaxed),
+            Poll::Ready(Ok(_)) => {
+                if self.shared.write_blocked.swap(false, Ordering::Relaxed) {
+                    let mut st = self.shared.lock();
+                    if st.in_flight == 0 {
+                        st.idle_since = Some(Instant::now());
+                    }
+                }
+            }
         }
         poll
     }
@@ -433,12 +464,12 @@ impl AsyncWrite for ConnIo {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let poll = self.as_mut().project().io.poll_flush(cx);
-        self.check(poll)
+        self.check_error(poll)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let poll = self.as_mut().project().io.poll_shutdown(cx);
-        self.check(poll)
+        self.check_error(poll)
     }
 }
 
