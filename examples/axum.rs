@@ -2,9 +2,9 @@
 //! on the wheel, one call.
 //!
 //! ```sh
-//! cargo run --example axum --features server,http               # serves for 60 s
-//! cargo run --example axum --features server,http -- --seconds 300
-//! cargo run --example axum --features server,http -- --self-test # CI's smoke run
+//! cargo run --release -p examples --example axum                # serves for 60 s
+//! cargo run --release -p examples --example axum -- --seconds 300
+//! cargo run --release -p examples --example axum -- --self-test  # CI's smoke run
 //! ```
 //!
 //! It listens on 127.0.0.1 only (port 3000, or any free port if that one is taken) and stops

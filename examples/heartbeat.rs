@@ -1,8 +1,8 @@
 //! Heartbeats and idle connections: the periodic and the keyed halves of a service's timers.
 //!
 //! ```sh
-//! cargo run --release --example heartbeat             # 2000 connections, about 3 s
-//! cargo run --release --example heartbeat -- 20000    # or any other number
+//! cargo run --release -p examples --example heartbeat            # 2000 connections, about 3 s
+//! cargo run --release -p examples --example heartbeat -- 20000   # or any other number
 //! ```
 //!
 //! What it does, on one multi-thread Tokio runtime and the default timer:

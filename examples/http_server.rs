@@ -3,9 +3,9 @@
 //! request.
 //!
 //! ```sh
-//! cargo run --example http_server --features hyper,tower               # serves for 60 s
-//! cargo run --example http_server --features hyper,tower -- --seconds 300
-//! cargo run --example http_server --features hyper,tower -- --self-test # CI's smoke run
+//! cargo run -p examples --example http_server                  # serves for 60 s
+//! cargo run -p examples --example http_server -- --seconds 300
+//! cargo run -p examples --example http_server -- --self-test    # CI's smoke run
 //! ```
 //!
 //! It listens on 127.0.0.1 only (port 3000, or any free port if that one is taken), prints

@@ -1,8 +1,8 @@
 //! An RPC-style service on the timing wheel: run this first.
 //!
 //! ```sh
-//! cargo run --release --example rpc_service            # 100k requests in flight
-//! cargo run --release --example rpc_service -- 1000000 # or any other number
+//! cargo run --release -p examples --example rpc_service            # 100k requests in flight
+//! cargo run --release -p examples --example rpc_service -- 1000000  # or any other number
 //! ```
 //!
 //! What it does, all on one multi-thread Tokio runtime and the default timer:
