@@ -102,17 +102,30 @@ struct Shared {
     waker: AtomicWaker,
     /// `IdleTimeout` failed the I/O.
     idle_timed_out: AtomicBool,
+    /// A header-read limit is set: track where request heads begin.
+    heads: bool,
+    /// A keep-alive limit is set: track when the connection falls idle.
+    keep_alive: bool,
     /// The last write or flush waited for the socket: a response is still going out (hyper
     /// drops a response body once it has buffered its last frame, before writing it).
     write_blocked: AtomicBool,
 }
 
 impl Shared {
+    /// Whether the state is kept at all: without a header-read or keep-alive limit it is not
+    /// needed, and requests cost no lock and no clock read.
+    fn tracked(&self) -> bool {
+        self.heads || self.keep_alive
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn request_started(&self) {
+        if !self.tracked() {
+            return;
+        }
         let mut st = self.lock();
         st.in_flight += 1;
         st.idle_since = None;
@@ -120,13 +133,16 @@ impl Shared {
     }
 
     fn request_ended(&self) {
+        if !self.tracked() {
+            return;
+        }
         let now_idle = {
             let mut st = self.lock();
             st.in_flight -= 1;
-            if st.in_flight == 0 {
+            if st.in_flight == 0 && self.keep_alive {
                 st.idle_since = Some(Instant::now());
             }
-            st.in_flight == 0
+            st.in_flight == 0 && self.keep_alive
         };
         // The keep-alive clock starts: the task must place its timer, unless it is polling
         // hyper right now (then it looks at the state right after).
@@ -213,6 +229,8 @@ where
         polling: AtomicBool::new(false),
         waker: AtomicWaker::new(),
         idle_timed_out: AtomicBool::new(false),
+        heads: ctx.limits.header_read.is_some(),
+        keep_alive: ctx.limits.keep_alive.is_some(),
         write_blocked: AtomicBool::new(false),
     });
     let mut idle = IdleTimeout::builder();
@@ -234,6 +252,13 @@ where
     });
     let mut conn = pin!(ctx.builder.serve_connection_with_upgrades(io, service));
 
+    // The state of a connection whose state is not kept (see `Shared::tracked`).
+    let untracked = State {
+        in_flight: 0,
+        idle_since: None,
+        head_since: None,
+        h2: false,
+    };
     let mut sleep: Option<Sleep> = None;
     let mut drain = Drain::default();
     let mut notified = pin!(ctx.phase.notify.notified());
@@ -267,7 +292,11 @@ where
             }
             shared.waker.register(cx.waker());
             let blocked = shared.write_blocked.load(Ordering::Relaxed);
-            let next = next_due(&shared.lock(), blocked, &ctx.limits, accepted, &drain);
+            let next = if shared.tracked() {
+                next_due(&shared.lock(), blocked, &ctx.limits, accepted, &drain)
+            } else {
+                next_due(&untracked, blocked, &ctx.limits, accepted, &drain)
+            };
             if let Some((at, _)) = next {
                 let s = sleep.get_or_insert_with(|| ctx.sleep_until(at));
                 if s.deadline() != at {
@@ -356,6 +385,9 @@ pin_project! {
 impl ConnIo {
     fn on_read(self: Pin<&mut Self>, bytes: &[u8]) {
         let me = self.project();
+        if !me.shared.heads {
+            return;
+        }
         if *me.proto == Proto::Unknown {
             let want = &H2_PREFACE[*me.sniffed..];
             let n = want.len().min(bytes.len());
@@ -425,9 +457,14 @@ impl ConnIo {
     fn check<T>(self: Pin<&mut Self>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
         match &poll {
             Poll::Ready(Err(_)) => self.on_error(),
-            Poll::Pending => self.shared.write_blocked.store(true, Ordering::Relaxed),
+            Poll::Pending if self.shared.keep_alive => {
+                self.shared.write_blocked.store(true, Ordering::Relaxed)
+            }
+            Poll::Pending => {}
             Poll::Ready(Ok(_)) => {
-                if self.shared.write_blocked.swap(false, Ordering::Relaxed) {
+                // A plain load first: the common write never waited, and costs no RMW.
+                if self.shared.write_blocked.load(Ordering::Relaxed) {
+                    self.shared.write_blocked.store(false, Ordering::Relaxed);
                     let mut st = self.shared.lock();
                     if st.in_flight == 0 {
                         st.idle_since = Some(Instant::now());
