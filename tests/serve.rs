@@ -306,6 +306,36 @@ async fn max_age_drains_http1_with_connection_close() {
     task.abort();
 }
 
+/// At its maximum age, an HTTP/2 connection gets GOAWAY: the stream in flight finishes, then the
+/// connection closes.
+#[tokio::test]
+async fn max_age_drains_http2_with_goaway() {
+    let s = server().await.max_connection_age(ms(100));
+    let (addr, metrics, task) = start(s);
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let res = send
+        .send_request(
+            Request::get("http://x/slow/300")
+                .body(Empty::<Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
+    tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .expect("not closed")
+        .unwrap()
+        .unwrap();
+    closed(&metrics, CloseReason::MaxAge).await;
+    task.abort();
+}
+
 /// HTTP/2: an idle connection is closed at the keep-alive limit (GOAWAY); the header-read limit
 /// does not apply.
 #[tokio::test]
