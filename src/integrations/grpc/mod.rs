@@ -18,8 +18,7 @@
 //! ```
 //! use std::time::Duration;
 //!
-//! use tokio_timing_wheel::grpc::{Deadline, GrpcTimeoutLayer, PropagateDeadlineLayer};
-//! use tower::ServiceBuilder;
+//! use tokio_timing_wheel::grpc::{GrpcTimeoutLayer, PropagateDeadlineLayer};
 //!
 //! // Server side: honour the client's deadline, at most 30 s.
 //! let server_layer = GrpcTimeoutLayer::new().max(Duration::from_secs(30));

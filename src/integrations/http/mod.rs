@@ -18,7 +18,7 @@
 //! use std::time::Duration;
 //!
 //! use tokio_timing_wheel::http::{RequestBodyTimeoutLayer, TimeoutLayer};
-//! use tower::{Layer, ServiceBuilder};
+//! use tower::ServiceBuilder;
 //!
 //! let app = tower::service_fn(|_req: http::Request<tokio_timing_wheel::http::TimeoutBody<String>>| async {
 //!     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hi")))
