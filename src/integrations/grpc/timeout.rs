@@ -62,6 +62,8 @@ impl GrpcTimeoutLayer {
     }
 
     /// Caps every deadline at `max`, and gives requests without `grpc-timeout` that deadline.
+    /// A zero `max` answers DEADLINE_EXCEEDED to every call not answered on its first poll (as
+    /// a `grpc-timeout` of `0n` does).
     ///
     /// # Examples
     ///

@@ -93,6 +93,8 @@ pin_project! {
 impl<B> TimeoutBody<B> {
     /// Wraps `body` with a `timeout` between frames.
     ///
+    /// A zero `timeout` fails the body the first time it has to wait for a frame.
+    ///
     /// # Examples
     ///
     /// See [`TimeoutBody`].
