@@ -190,9 +190,6 @@ async fn run(n: usize) {
         reaped_early.to_string(),
     );
     row("connections still open at the end:", still_open.to_string());
-    let timer = format!(
-        "{} driver wakeups, {} pending now",
-        m.driver_wakeups, m.pending
-    );
+    let timer = format!("{} firing passes, {} pending now", m.passes, m.pending);
     row("timer:", timer);
 }

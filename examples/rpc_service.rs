@@ -13,7 +13,7 @@
 //!   re-arms itself every 50 ms (`spawn_after`), until the load is over;
 //! - watches the connections with idle timers (`sleep_wheel` + `reset` on activity);
 //! - prints a summary: outcomes, how late the timeouts fired (never early), heartbeats,
-//!   and what the wheel did (driver wakeups, cascades).
+//!   and what the wheel did (firing passes, cascades).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -168,8 +168,8 @@ async fn run(n: usize) {
     row(
         "wheel:",
         format!(
-            "{} driver wakeups, {} cascades, {} bucket flushes, {} pending at the end",
-            m.driver_wakeups, m.cascades, m.bucket_flushes, m.pending
+            "{} firing passes, {} cascades, {} bucket flushes, {} pending at the end",
+            m.passes, m.cascades, m.bucket_flushes, m.pending
         ),
     );
     assert_eq!(ok + timed_out, n as u64, "every request accounted for");

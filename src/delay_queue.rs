@@ -48,7 +48,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
-use crate::driver::clock::{far_future, Clock};
+use crate::clock::{deadline_after, Clock};
 use crate::fallback::TokioSleep;
 use crate::sleep::Sleep;
 use crate::timer::Timer;
@@ -109,7 +109,7 @@ pub struct DelayQueue<T> {
     /// The wheel time of the latest clock reading: what is due at it is handed out without
     /// reading the clock again.
     seen: u64,
-    alarm: Alarm,
+    alarm: HeadSleep,
     /// The wheel time the alarm was set for when a poll last had to wait (`u64::MAX`: none).
     armed: u64,
     /// The waker of the latest poll: woken when an insert or reset comes before `armed`,
@@ -124,7 +124,7 @@ struct Slot<T> {
 }
 
 /// The queue's one registration on a timer, for the earliest item.
-enum Alarm {
+enum HeadSleep {
     /// The current runtime's default timer, not looked up yet.
     Default,
     Wheel(Sleep),
@@ -280,7 +280,7 @@ impl<T> DelayQueue<T> {
     /// assert!(queue.is_empty());
     /// ```
     pub fn new() -> DelayQueue<T> {
-        DelayQueue::with_alarm(Alarm::Default, 0)
+        DelayQueue::with_alarm(HeadSleep::Default, 0)
     }
 
     /// An empty queue with room for `capacity` items before it reallocates, on the current
@@ -295,10 +295,10 @@ impl<T> DelayQueue<T> {
     /// assert!(queue.capacity() >= 1000);
     /// ```
     pub fn with_capacity(capacity: usize) -> DelayQueue<T> {
-        DelayQueue::with_alarm(Alarm::Default, capacity)
+        DelayQueue::with_alarm(HeadSleep::Default, capacity)
     }
 
-    fn with_alarm(alarm: Alarm, capacity: usize) -> DelayQueue<T> {
+    fn with_alarm(alarm: HeadSleep, capacity: usize) -> DelayQueue<T> {
         let mut wheel = Wheel::with_tick(WHEEL_SIZE, TICK.as_nanos() as u64);
         // The queue's memory is the owner's to give back (`shrink_to_fit`), as in tokio-util.
         wheel.keep_capacity();
@@ -349,10 +349,7 @@ impl<T> DelayQueue<T> {
             self.seen = self.seen.max(now);
             self.wheel.poll(self.seen);
         }
-        self.insert_at(
-            value,
-            now.checked_add(timeout).unwrap_or_else(|| far_future(now)),
-        )
+        self.insert_at(value, deadline_after(now, timeout))
     }
 
     /// Inserts `value`, to come out once `deadline` has passed (at once if it has already).
@@ -483,10 +480,7 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn reset(&mut self, key: &Key, timeout: Duration) {
-        self.reset_at(
-            key,
-            crate::driver::clock::deadline_after(Instant::now(), timeout),
-        );
+        self.reset_at(key, deadline_after(Instant::now(), timeout));
     }
 
     /// Moves the item of `key` to come out once `deadline` has passed.
@@ -772,11 +766,11 @@ impl<T> DelayQueue<T> {
     fn poll_alarm(&mut self, at: Instant, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             match &mut self.alarm {
-                Alarm::Default => {
-                    let shard = crate::driver::registry::current_shard();
-                    self.alarm = Alarm::Wheel(Sleep::new(shard, at));
+                HeadSleep::Default => {
+                    let shard = crate::timer::default::current_shard();
+                    self.alarm = HeadSleep::Wheel(Sleep::new(shard, at));
                 }
-                Alarm::Wheel(sleep) => {
+                HeadSleep::Wheel(sleep) => {
                     let mut sleep = Pin::new(sleep);
                     if sleep.deadline() != at {
                         sleep.as_mut().reset(at);
@@ -790,16 +784,16 @@ impl<T> DelayQueue<T> {
                         };
                     }
                     let runtime = sleep.runtime().clone();
-                    self.alarm = Alarm::Tokio(TokioSleep::new(at, &runtime));
+                    self.alarm = HeadSleep::Tokio(TokioSleep::new(at, &runtime));
                 }
-                Alarm::Tokio(sleep) => return sleep.poll_until(at, cx),
+                HeadSleep::Tokio(sleep) => return sleep.poll_until(at, cx),
             }
         }
     }
 
     /// Removes the timer registration (nothing to wait for).
     fn disarm(&mut self) {
-        if let Alarm::Wheel(sleep) = &mut self.alarm {
+        if let HeadSleep::Wheel(sleep) = &mut self.alarm {
             sleep.disarm();
         }
         self.armed = u64::MAX;
@@ -875,7 +869,7 @@ impl Timer {
     /// ```
     pub fn delay_queue_with_capacity<T>(&self, capacity: usize) -> DelayQueue<T> {
         let sleep = Sleep::new(self.shard().clone(), Instant::now());
-        DelayQueue::with_alarm(Alarm::Wheel(sleep), capacity)
+        DelayQueue::with_alarm(HeadSleep::Wheel(sleep), capacity)
     }
 }
 
@@ -902,7 +896,7 @@ impl<T> std::fmt::Debug for DelayQueue<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let waits_on = match (&self.alarm, self.armed) {
             (_, u64::MAX) => None,
-            (Alarm::Tokio(_), _) => Some("tokio (the timer shut down)"),
+            (HeadSleep::Tokio(_), _) => Some("tokio (the timer shut down)"),
             _ => Some("the wheel"),
         };
         let waits_until = match (&self.clock, waits_on) {

@@ -11,17 +11,18 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::AcqRel;
-use std::sync::{Arc, Arc as StdArc};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use crate::driver::clock::deadline_after;
+use crate::clock::deadline_after;
 use crate::driver::shard::Shard;
 use crate::error::{DelayedError, TimerError};
-use crate::loom::{lock, AtomicU8, Mutex};
+use crate::loom::{lock, lock_std, AtomicU8, Mutex};
+use crate::timer::Timer;
 use crate::wheel::Key;
 
 /// Runs `future` as a Tokio task once `duration` has elapsed, on the current runtime's default
@@ -63,8 +64,8 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let shard = crate::driver::registry::current_shard();
-    let deadline = deadline_after(shard.driver.now(), duration);
+    let shard = crate::timer::default::current_shard();
+    let deadline = deadline_after(shard.now(), duration);
     DelayedTask::new(shard, deadline, duration.is_zero(), future)
         .unwrap_or_else(|_| DelayedTask::shut_down())
 }
@@ -101,7 +102,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let shard = crate::driver::registry::current_shard();
+    let shard = crate::timer::default::current_shard();
     DelayedTask::new(shard, deadline, true, future).unwrap_or_else(|_| DelayedTask::shut_down())
 }
 
@@ -142,37 +143,23 @@ impl<T> Header<T> {
 
     /// `WAITING -> STARTED`; true for the one caller that wins.
     pub(crate) fn try_start(&self) -> bool {
-        self.state
-            .compare_exchange(
-                WAITING,
-                STARTED,
-                AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-            )
-            .is_ok()
+        self.leave_waiting(STARTED)
     }
 
     /// `WAITING -> RESOLVED` (the timer shut down); true for the one caller that wins.
     fn try_resolve(&self) -> bool {
-        self.state
-            .compare_exchange(
-                WAITING,
-                RESOLVED,
-                AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-            )
-            .is_ok()
+        self.leave_waiting(RESOLVED)
     }
 
     /// `WAITING -> CANCELLED`; true for the one caller that wins.
     pub(crate) fn try_cancel(&self) -> bool {
+        self.leave_waiting(CANCELLED)
+    }
+
+    /// The one transition out of `WAITING`, to `to`: true for the one caller that wins.
+    fn leave_waiting(&self, to: u8) -> bool {
         self.state
-            .compare_exchange(
-                WAITING,
-                CANCELLED,
-                AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-            )
+            .compare_exchange(WAITING, to, AcqRel, std::sync::atomic::Ordering::Acquire)
             .is_ok()
     }
 
@@ -245,10 +232,7 @@ where
 
 impl<F: Future> TaskCell<F> {
     fn take_future(&self) -> Option<F> {
-        self.future
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
+        lock_std(&self.future).take()
     }
 }
 
@@ -258,8 +242,8 @@ where
     F::Output: Send + 'static,
 {
     /// The wheel fired the entry (or shutdown drained it).
-    fn wake(self: StdArc<Self>) {
-        if self.shard.driver.is_shutdown() {
+    fn wake(self: Arc<Self>) {
+        if self.shard.is_shutdown() {
             if self.header.try_resolve() {
                 // Resolve first: the future's destructor is user code and may panic.
                 self.header.complete(Err(DelayedError::shutdown()));
@@ -274,8 +258,8 @@ where
             return;
         };
         let shard = self.shard.clone();
-        let guard = CompleteOnDrop(Some(self as StdArc<dyn ErasedCell<F::Output>>));
-        shard.driver.runtime.spawn(async move {
+        let guard = CompleteOnDrop(Some(self as Arc<dyn ErasedCell<F::Output>>));
+        shard.runtime().spawn(async move {
             let mut guard = guard;
             // `fut` is consumed inside the caught block, so a panic while dropping it after it
             // completed is caught too (and reported as a panic, not as a shutdown). Passing
@@ -301,7 +285,7 @@ fn drop_contained<F>(fut: Option<F>) {
 
 /// Resolves the handle with the shutdown error if the spawned task is dropped unfinished
 /// (the runtime shut down before or while running it).
-struct CompleteOnDrop<T>(Option<StdArc<dyn ErasedCell<T>>>);
+struct CompleteOnDrop<T>(Option<Arc<dyn ErasedCell<T>>>);
 
 impl<T> Drop for CompleteOnDrop<T> {
     fn drop(&mut self) {
@@ -330,7 +314,7 @@ impl<T: Send> ErasedCell<T> for Finished<T> {
 /// cancel the task.
 #[must_use = "dropping a DelayedTask does not cancel it; keep it to cancel or await the result"]
 pub struct DelayedTask<T> {
-    cell: StdArc<dyn ErasedCell<T>>,
+    cell: Arc<dyn ErasedCell<T>>,
     /// Where the task waits, while it may still be cancelled.
     registration: Option<(Arc<Shard>, Key)>,
 }
@@ -356,30 +340,23 @@ impl<T: Send + 'static> DelayedTask<T> {
     where
         F: Future<Output = T> + Send + 'static,
     {
-        if shard.driver.is_shutdown() {
-            return Err(TimerError::Shutdown);
+        if shard.is_shutdown() {
+            return Err(TimerError::Shutdown); // before allocating the cell
         }
-        let cell = StdArc::new(TaskCell {
+        let cell = Arc::new(TaskCell {
             header: Header::new(),
             future: std::sync::Mutex::new(Some(future)),
             shard: shard.clone(),
         });
-        if check_clock && deadline <= shard.driver.now() {
-            Waker::from(cell.clone()).wake();
-            return Ok(DelayedTask {
-                cell,
-                registration: None,
-            });
-        }
-        let at = shard.driver.clock.deadline_to_units(deadline);
-        let registration = match shard.register(at, Waker::from(cell.clone()))? {
-            Some(key) => Some((shard, key)),
-            None => {
-                // Due already: start it now.
-                Waker::from(cell.clone()).wake();
-                None
-            }
-        };
+        let registration =
+            match shard.register_at(deadline, check_clock, || Waker::from(cell.clone()))? {
+                Some(key) => Some((shard, key)),
+                None => {
+                    // Due already: start it now.
+                    Waker::from(cell.clone()).wake();
+                    None
+                }
+            };
         Ok(DelayedTask { cell, registration })
     }
 
@@ -388,7 +365,7 @@ impl<T: Send + 'static> DelayedTask<T> {
         let header = Header::with_state(RESOLVED);
         header.complete(Err(DelayedError::shutdown()));
         DelayedTask {
-            cell: StdArc::new(Finished(header)),
+            cell: Arc::new(Finished(header)),
             registration: None,
         }
     }
@@ -420,7 +397,7 @@ impl<T> DelayedTask<T> {
     pub fn cancel(&self) -> bool {
         let header = self.cell.header();
         if let Some((shard, _)) = &self.registration {
-            if shard.driver.is_shutdown() {
+            if shard.is_shutdown() {
                 // The shutdown resolves the task (or already did): nothing to stop.
                 return false;
             }
@@ -458,5 +435,165 @@ impl<T> Future for DelayedTask<T> {
             coop.made_progress();
         }
         poll
+    }
+}
+
+/// The delayed tasks of a [`Timer`]; they live here, beside the future they build, so that `Timer`
+/// knows nothing of the futures built on it.
+impl Timer {
+    /// Runs `future` as a Tokio task once `duration` has elapsed (see
+    /// [`spawn_after`](crate::spawn_after)).
+    ///
+    /// # Panics
+    ///
+    /// If the timer is full. Use [`try_spawn_after`](Timer::try_spawn_after) to get an error
+    /// instead. A shut-down timer does not panic: the task resolves with the shutdown error.
+    #[track_caller]
+    pub fn spawn_after<F>(&self, duration: Duration, future: F) -> DelayedTask<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match self.try_spawn_after(duration, future) {
+            Ok(task) => task,
+            Err(e) => panic!(
+                "tokio-timing-wheel: cannot schedule a delayed task: {e}; \
+                 use Timer::try_spawn_after to handle this"
+            ),
+        }
+    }
+
+    /// Runs `future` as a Tokio task at `deadline` (see [`spawn_at`](crate::spawn_at)).
+    ///
+    /// # Panics
+    ///
+    /// As [`spawn_after`](Timer::spawn_after).
+    #[track_caller]
+    pub fn spawn_at<F>(&self, deadline: Instant, future: F) -> DelayedTask<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match self.try_spawn_at(deadline, future) {
+            Ok(task) => task,
+            Err(e) => panic!(
+                "tokio-timing-wheel: cannot schedule a delayed task: {e}; \
+                 use Timer::try_spawn_at to handle this"
+            ),
+        }
+    }
+
+    /// Like [`spawn_after`](Timer::spawn_after), but returns an error when the timer is full.
+    /// On a shut-down timer it returns a task that has already resolved with the shutdown
+    /// error, as [`spawn_after`](Timer::spawn_after) does.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::Full`] if the timer was built with [`max_pending`](crate::Builder::max_pending)
+    /// and that many timers are pending (without a limit: if the calling thread's shard holds
+    /// the most a wheel can index); `future` is dropped without running. Never
+    /// [`TimerError::Shutdown`]: see above.
+    pub fn try_spawn_after<F>(
+        &self,
+        duration: Duration,
+        future: F,
+    ) -> Result<DelayedTask<F::Output>, TimerError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.try_spawn(
+            deadline_after(self.now(), duration),
+            duration.is_zero(),
+            future,
+        )
+    }
+
+    /// Like [`spawn_at`](Timer::spawn_at), but returns an error when the timer is full.
+    /// On a shut-down timer it returns a task that has already resolved with the shutdown
+    /// error, as [`spawn_at`](Timer::spawn_at) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_spawn_after`](Timer::try_spawn_after): [`TimerError::Full`] only.
+    pub fn try_spawn_at<F>(
+        &self,
+        deadline: Instant,
+        future: F,
+    ) -> Result<DelayedTask<F::Output>, TimerError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.try_spawn(deadline, true, future)
+    }
+
+    fn try_spawn<F>(
+        &self,
+        deadline: Instant,
+        check_clock: bool,
+        future: F,
+    ) -> Result<DelayedTask<F::Output>, TimerError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let shard = self.shard().clone();
+        match DelayedTask::new(shard, deadline, check_clock, future) {
+            Err(TimerError::Shutdown) => Ok(DelayedTask::shut_down()),
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod loom_tests {
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::Arc;
+
+    #[cfg(loom)]
+    use loom::thread;
+    #[cfg(not(loom))]
+    use std::thread;
+
+    use super::Header;
+    use crate::error::DelayedError;
+    use crate::loom::{model, AtomicUsize};
+
+    /// `DelayedTask::cancel` racing with the driver firing the task: exactly one wins, and the
+    /// handle sees the matching outcome.
+    #[test]
+    fn loom_cancel_vs_fire_exactly_once() {
+        model(|| {
+            let header = Arc::new(Header::<u32>::new());
+            let ran = Arc::new(AtomicUsize::new(0));
+
+            let (h, r) = (header.clone(), ran.clone());
+            let driver = thread::spawn(move || {
+                if h.try_start() {
+                    r.fetch_add(1, SeqCst);
+                    h.complete(Ok(7));
+                    true
+                } else {
+                    false
+                }
+            });
+            let cancelled = header.try_cancel();
+            if cancelled {
+                header.complete(Err(DelayedError::cancelled()));
+            }
+            let started = driver.join().unwrap();
+
+            assert!(cancelled ^ started, "exactly one of cancel and fire wins");
+            assert_eq!(
+                ran.load(SeqCst),
+                usize::from(started),
+                "runs iff cancel lost"
+            );
+            assert!(
+                !header.try_cancel() && !header.try_start(),
+                "no second transition"
+            );
+        });
     }
 }

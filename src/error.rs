@@ -12,14 +12,24 @@ pub enum BuildError {
     ZeroTick,
     /// The tick does not fit in `u64` nanoseconds (about 584 years).
     TickTooLarge,
-    /// The wheel size is not a power of two between 2 and 65536.
-    InvalidWheelSize(usize),
+    /// The wheel size is not a power of two between 2 and `max` (65536).
+    InvalidWheelSize {
+        /// The size asked for.
+        size: usize,
+        /// The largest wheel size.
+        max: usize,
+    },
     /// `max_pending` was zero: such a timer could never hold a timer.
     ZeroMaxPending,
     /// [`shards`](crate::Builder::shards) was zero.
     ZeroShards,
-    /// [`shards`](crate::Builder::shards) was above 1024.
-    TooManyShards(usize),
+    /// [`shards`](crate::Builder::shards) was above `max` (1024).
+    TooManyShards {
+        /// The number of shards asked for.
+        shards: usize,
+        /// The most shards a timer can have.
+        max: usize,
+    },
     /// `build()` was called outside a Tokio runtime (the timer's alarm is a sleep on that
     /// runtime's time driver).
     NoRuntime,
@@ -32,18 +42,15 @@ impl fmt::Display for BuildError {
         match self {
             BuildError::ZeroTick => f.write_str("timer tick must be greater than zero"),
             BuildError::TickTooLarge => f.write_str("timer tick must fit in u64 nanoseconds"),
-            BuildError::InvalidWheelSize(n) => write!(
+            BuildError::InvalidWheelSize { size, max } => write!(
                 f,
-                "wheel size must be a power of two between 2 and {}, got {n}",
-                crate::wheel::MAX_WHEEL_SIZE
+                "wheel size must be a power of two between 2 and {max}, got {size}"
             ),
             BuildError::ZeroMaxPending => f.write_str("max_pending must be at least 1"),
             BuildError::ZeroShards => f.write_str("shards must be at least 1"),
-            BuildError::TooManyShards(n) => write!(
-                f,
-                "shards must be at most {}, got {n}",
-                crate::builder::MAX_SHARDS
-            ),
+            BuildError::TooManyShards { shards, max } => {
+                write!(f, "shards must be at most {max}, got {shards}")
+            }
             BuildError::NoRuntime => {
                 f.write_str("Timer::builder().build() must be called from within a Tokio runtime")
             }

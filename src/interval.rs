@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
-use crate::driver::clock::far_future;
+use crate::clock::deadline_after;
 use crate::driver::shard::Shard;
 use crate::error::TimerError;
 use crate::fallback::TokioSleep;
@@ -53,8 +53,8 @@ const MAX_PERIOD: Duration = Duration::from_secs(86_400 * 365 * 30);
 #[track_caller]
 pub fn interval(period: Duration) -> Interval {
     check_period(period);
-    let shard = crate::driver::registry::current_shard();
-    let start = shard.driver.now();
+    let shard = crate::timer::default::current_shard();
+    let start = shard.now();
     Interval::new(shard, start, period)
 }
 
@@ -89,7 +89,7 @@ pub fn interval(period: Duration) -> Interval {
 #[track_caller]
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
     check_period(period);
-    Interval::new(crate::driver::registry::current_shard(), start, period)
+    Interval::new(crate::timer::default::current_shard(), start, period)
 }
 
 impl Timer {
@@ -120,7 +120,7 @@ impl Timer {
     #[track_caller]
     pub fn interval(&self, period: Duration) -> Interval {
         check_period(period);
-        Interval::new(self.shard().clone(), self.shard().driver.now(), period)
+        Interval::new(self.shard().clone(), self.shard().now(), period)
     }
 
     /// Creates an [`Interval`] on this timer that ticks every `period`, the first tick at
@@ -158,11 +158,6 @@ fn check_period(period: Duration) {
         !period.is_zero(),
         "tokio-timing-wheel: an interval's `period` must be non-zero"
     );
-}
-
-/// `t + d`, saturating at the far future (about 30 years from now) instead of overflowing.
-fn add(t: Instant, d: Duration) -> Instant {
-    t.checked_add(d).unwrap_or_else(|| far_future(t))
 }
 
 /// What an [`Interval`] does when a tick is missed: polled more than 5 ms after its
@@ -263,13 +258,13 @@ impl MissedTickBehavior {
     /// The instant of the tick after `tick`, which was polled (too late) at `now`.
     fn next_after_missed(self, tick: Instant, now: Instant, period: Duration) -> Instant {
         match self {
-            MissedTickBehavior::Burst => add(tick, period),
-            MissedTickBehavior::Delay => add(now, period),
+            MissedTickBehavior::Burst => deadline_after(tick, period),
+            MissedTickBehavior::Delay => deadline_after(now, period),
             MissedTickBehavior::Skip => {
                 let late = now.saturating_duration_since(tick).as_nanos();
                 // Less than the period, which is at most 30 years: fits in u64 nanoseconds.
                 let into_period = (late % period.as_nanos()) as u64;
-                add(now, period - Duration::from_nanos(into_period))
+                deadline_after(now, period - Duration::from_nanos(into_period))
             }
         }
     }
@@ -442,7 +437,7 @@ impl Interval {
 
     fn poll_tick_inner(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         if self.due {
-            return Poll::Ready(self.fire(self.shard().driver.now()));
+            return Poll::Ready(self.fire(self.shard().now()));
         }
         if let Wait::Filed {
             key,
@@ -452,7 +447,7 @@ impl Interval {
             // Just ticked: file the entry for the next tick and wait, reading no clock.
             return self.file(key, cx);
         }
-        let now = self.shard().driver.now();
+        let now = self.shard().now();
         if self.next <= now {
             return Poll::Ready(self.fire(now));
         }
@@ -460,7 +455,7 @@ impl Interval {
             Wait::Unregistered => self.register(cx),
             Wait::Filed { key, .. } => {
                 let key = *key;
-                if self.shard().driver.is_shutdown() {
+                if self.shard().is_shutdown() {
                     return self.fall_back(cx);
                 }
                 self.watch(key, cx)
@@ -479,7 +474,7 @@ impl Interval {
         let next = if missed {
             self.behavior.next_after_missed(tick, now, self.period)
         } else {
-            add(tick, self.period)
+            deadline_after(tick, self.period)
         };
         self.next = next;
         self.due = next <= now;
@@ -492,8 +487,7 @@ impl Interval {
     /// Registers the interval's wheel entry for `self.next` (the first wait).
     fn register(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         let shard = self.shard();
-        let units = shard.driver.clock.deadline_to_units(self.next);
-        match shard.register_persistent(units, cx.waker().clone()) {
+        match shard.register_persistent_at(self.next, cx.waker().clone()) {
             Ok(key) => {
                 self.wait = Wait::Filed { key, current: true };
                 self.waker = Some(cx.waker().clone());
@@ -509,9 +503,8 @@ impl Interval {
     /// Files the entry for `self.next`, in place, and waits.
     fn file(&mut self, key: Key, cx: &mut Context<'_>) -> Poll<Instant> {
         let shard = self.shard();
-        let units = shard.driver.clock.deadline_to_units(self.next);
         // Firing took the waker out of the entry: this puts the polling task's back.
-        if !shard.reschedule_persistent(key, units, cx.waker()) {
+        if !shard.reschedule_persistent_at(key, self.next, cx.waker()) {
             // Only a shutdown takes the entry away from its owner.
             return self.fall_back(cx);
         }
@@ -549,11 +542,11 @@ impl Interval {
             self.shard().cancel(key); // normally drained already
         }
         self.waker = None;
-        let mut sleep = TokioSleep::new(self.next, &self.shard().driver.runtime);
+        let mut sleep = TokioSleep::new(self.next, self.shard().runtime());
         let ready = sleep.poll_until(self.next, cx).is_ready();
         self.wait = Wait::Tokio(sleep);
         if ready {
-            Poll::Ready(self.fire(self.shard().driver.now()))
+            Poll::Ready(self.fire(self.shard().now()))
         } else {
             Poll::Pending
         }
@@ -572,13 +565,12 @@ impl Interval {
         if *current {
             let key = *key;
             let shard = self.shard();
-            let units = shard.driver.clock.deadline_to_units(next);
             // The entry may be parked (its waker taken by the firing): file it with the
             // waker the interval last polled with. A `false` (a shutdown took the entry) is
             // noticed by the next poll.
             match &self.waker {
-                Some(waker) => shard.reschedule_persistent(key, units, waker),
-                None => shard.reschedule(key, units),
+                Some(waker) => shard.reschedule_persistent_at(key, next, waker),
+                None => shard.reschedule_at(key, next),
             };
         }
     }
@@ -607,8 +599,8 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset(&mut self) {
-        let now = self.shard().driver.now();
-        self.set_next(add(now, self.period), now);
+        let now = self.shard().now();
+        self.set_next(deadline_after(now, self.period), now);
     }
 
     /// Resets the interval so that the next tick completes at once.
@@ -634,7 +626,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_immediately(&mut self) {
-        let now = self.shard().driver.now();
+        let now = self.shard().now();
         self.set_next(now, now);
     }
 
@@ -662,8 +654,8 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
-        let now = self.shard().driver.now();
-        self.set_next(add(now, after), now);
+        let now = self.shard().now();
+        self.set_next(deadline_after(now, after), now);
     }
 
     /// Resets the interval so that the next tick comes at `deadline`; the ticks after it
@@ -691,7 +683,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_at(&mut self, deadline: Instant) {
-        self.set_next(deadline, self.shard().driver.now());
+        self.set_next(deadline, self.shard().now());
     }
 
     /// The period between ticks.

@@ -24,6 +24,27 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
     #[cfg(not(loom))]
     {
-        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock_std(m)
     }
+}
+
+/// Locks a `std` mutex (one the models need not explore), ignoring poisoning as [`lock`]
+/// does.
+pub(crate) fn lock_std<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs a model test: `f` under loom (bounded preemptions), or once without loom.
+#[cfg(test)]
+pub(crate) fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+    #[cfg(loom)]
+    {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(3);
+        }
+        builder.check(f);
+    }
+    #[cfg(not(loom))]
+    f();
 }

@@ -10,9 +10,10 @@ use std::time::Duration;
 use futures::task::noop_waker;
 use tokio::time::Instant;
 
-use crate::driver::clock::deadline_after;
+use crate::clock::deadline_after;
 use crate::driver::shard::Shard;
 use crate::error::TimerError;
+use crate::timer::Timer;
 use crate::wheel::Key;
 
 /// Waits until `duration` has elapsed, on the current runtime's default timer.
@@ -50,7 +51,7 @@ use crate::wheel::Key;
 /// ```
 #[track_caller]
 pub fn sleep_wheel(duration: Duration) -> Sleep {
-    Sleep::after(crate::driver::registry::current_shard(), duration)
+    Sleep::after(crate::timer::default::current_shard(), duration)
 }
 
 /// Waits until `deadline`, on the current runtime's default timer.
@@ -81,7 +82,7 @@ pub fn sleep_wheel(duration: Duration) -> Sleep {
 /// ```
 #[track_caller]
 pub fn sleep_wheel_until(deadline: Instant) -> Sleep {
-    Sleep::new(crate::driver::registry::current_shard(), deadline)
+    Sleep::new(crate::timer::default::current_shard(), deadline)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,7 +153,7 @@ impl Sleep {
         } else {
             State::Idle { check_clock: false }
         };
-        let deadline = deadline_after(shard.driver.now(), duration);
+        let deadline = deadline_after(shard.now(), duration);
         Sleep {
             shard,
             deadline,
@@ -165,7 +166,7 @@ impl Sleep {
         shard: Arc<Shard>,
         deadline: Instant,
     ) -> Result<Sleep, TimerError> {
-        if shard.driver.is_shutdown() {
+        if shard.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
         let mut sleep = Sleep::new(shard, deadline);
@@ -176,22 +177,24 @@ impl Sleep {
     /// Registers for the deadline with a placeholder waker (replaced on the next poll), unless
     /// it has passed: the state to be in.
     fn register_now(&self) -> Result<State, TimerError> {
-        if self.deadline <= self.shard.driver.now() {
+        // The clock first: a deadline passed counts as elapsed even on a shut-down timer.
+        if self.deadline <= self.shard.now() {
             return Ok(State::Elapsed);
         }
-        let at = self.shard.driver.clock.deadline_to_units(self.deadline);
-        Ok(match self.shard.register(at, noop_waker())? {
-            Some(key) => State::Registered {
-                key,
-                at: self.deadline,
+        Ok(
+            match self.shard.register_at(self.deadline, false, noop_waker)? {
+                Some(key) => State::Registered {
+                    key,
+                    at: self.deadline,
+                },
+                None => State::Elapsed,
             },
-            None => State::Elapsed,
-        })
+        )
     }
 
     /// The runtime of this `Sleep`'s timer.
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        &self.shard.driver.runtime
+        self.shard.runtime()
     }
 
     /// The instant at which this `Sleep` completes.
@@ -202,12 +205,12 @@ impl Sleep {
     /// Whether the deadline has been reached: the timer fired (whether or not this `Sleep` has
     /// been polled since), or the timer shut down.
     pub fn is_elapsed(&self) -> bool {
-        let driver = &self.shard.driver;
+        let shard = &self.shard;
         match self.state {
             State::Elapsed | State::Shutdown => true,
-            State::Idle { .. } => driver.is_shutdown() || self.deadline <= driver.now(),
+            State::Idle { .. } => shard.is_shutdown() || self.deadline <= shard.now(),
             State::Registered { key, at } => {
-                !self.shard.contains(key) && (driver.is_shutdown() || !self.moved_later(at))
+                !shard.contains(key) && (shard.is_shutdown() || !self.moved_later(at))
             }
         }
     }
@@ -215,8 +218,7 @@ impl Sleep {
     /// Whether the deadline was moved past the wheel time of the registration for `at` (a lazy
     /// reset), so that registration firing does not complete this `Sleep`.
     fn moved_later(&self, at: Instant) -> bool {
-        let clock = &self.shard.driver.clock;
-        self.deadline > at && clock.deadline_to_units(self.deadline) > clock.deadline_to_units(at)
+        self.shard.later_in_wheel_time(self.deadline, at)
     }
 
     /// Removes the timer from the wheel, if registered (the owner no longer needs it).
@@ -301,20 +303,18 @@ impl Sleep {
 
     fn reset_inner(&mut self, deadline: Instant) -> Result<(), TimerError> {
         self.deadline = deadline;
-        let bounded = self.shard.driver.is_bounded();
+        let bounded = self.shard.is_bounded();
         match self.state {
             // Later, without a limit: nothing to do now (one comparison); re-filed when the
             // entry fires.
             State::Registered { at, .. } if deadline >= at && !bounded => Ok(()),
             State::Registered { key, .. } => {
-                let driver = &self.shard.driver;
-                if deadline <= driver.now() {
+                if deadline <= self.shard.now() {
                     self.shard.cancel(key);
                     self.state = State::Elapsed;
                     return Ok(());
                 }
-                let units = driver.clock.deadline_to_units(deadline);
-                if self.shard.reschedule(key, units) {
+                if self.shard.reschedule_at(key, deadline) {
                     self.state = State::Registered { key, at: deadline };
                     return Ok(());
                 }
@@ -333,7 +333,7 @@ impl Sleep {
     /// On a bounded timer, takes a slot for an idle `Sleep` now, so a reset never turns into a
     /// panic later because the slot was taken meanwhile.
     fn rearm_bounded(&mut self) -> Result<(), TimerError> {
-        if !self.shard.driver.is_bounded() {
+        if !self.shard.is_bounded() {
             return Ok(());
         }
         match self.register_now() {
@@ -349,9 +349,7 @@ impl Sleep {
     /// The timer is shut down and this `Sleep` is not in the wheel: it elapsed if its deadline
     /// had been reached when the timer shut down, else the shutdown cut it short.
     fn finish_after_shutdown(&mut self) -> Poll<()> {
-        let driver = &self.shard.driver;
-        let units = driver.clock.deadline_to_units(self.deadline);
-        self.state = if driver.elapsed_before_shutdown(units) {
+        self.state = if self.shard.elapsed_before_shutdown(self.deadline) {
             State::Elapsed
         } else {
             State::Shutdown
@@ -361,16 +359,10 @@ impl Sleep {
 
     /// Registers (or re-registers) for `self.deadline`; `Ready` if there is nothing to wait for.
     fn register(&mut self, cx: &mut Context<'_>, check_clock: bool) -> Poll<()> {
-        let driver = &self.shard.driver;
-        if driver.is_shutdown() {
-            return self.finish_after_shutdown();
-        }
-        if check_clock && self.deadline <= driver.now() {
-            self.state = State::Elapsed;
-            return Poll::Ready(());
-        }
-        let at = driver.clock.deadline_to_units(self.deadline);
-        match self.shard.register(at, cx.waker().clone()) {
+        match self
+            .shard
+            .register_at(self.deadline, check_clock, || cx.waker().clone())
+        {
             Ok(Some(key)) => {
                 self.state = State::Registered {
                     key,
@@ -378,7 +370,7 @@ impl Sleep {
                 };
                 Poll::Pending
             }
-            // The wheel's time is already past the deadline.
+            // Due already (by the clock, or the wheel's time is past the deadline).
             Ok(None) => {
                 self.state = State::Elapsed;
                 Poll::Ready(())
@@ -418,7 +410,7 @@ impl Sleep {
                     return Poll::Pending;
                 }
                 // Fired, or drained by shutdown.
-                if this.shard.driver.is_shutdown() {
+                if this.shard.is_shutdown() {
                     return this.finish_after_shutdown();
                 }
                 if this.moved_later(at) {
@@ -437,5 +429,69 @@ impl Drop for Sleep {
         if let State::Registered { key, .. } = self.state {
             self.shard.cancel(key);
         }
+    }
+}
+
+/// The sleeps of a [`Timer`]; they live here, beside the future they build, so that `Timer`
+/// knows nothing of the futures built on it.
+impl Timer {
+    /// A future that completes once `duration` has elapsed (see [`sleep_wheel`](crate::sleep_wheel)).
+    ///
+    /// # Panics
+    ///
+    /// When polled, if the timer was built with [`max_pending`](crate::Builder::max_pending) and is
+    /// full. Use [`try_sleep`](Timer::try_sleep) to get an error instead.
+    pub fn sleep(&self, duration: Duration) -> Sleep {
+        Sleep::after(self.shard().clone(), duration)
+    }
+
+    /// A future that completes at `deadline` (see [`sleep_wheel_until`](crate::sleep_wheel_until)).
+    ///
+    /// # Panics
+    ///
+    /// As [`sleep`](Timer::sleep).
+    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+        Sleep::new(self.shard().clone(), deadline)
+    }
+
+    /// Like [`sleep`](Timer::sleep), but takes the timer slot now and returns an error when
+    /// the timer is full or shut down.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::Full`] if the timer was built with [`max_pending`](crate::Builder::max_pending)
+    /// and that many timers are pending (without a limit: if the calling thread's shard holds
+    /// the most a wheel can index, about four billion); [`TimerError::Shutdown`] if the timer
+    /// has been shut down. A deadline already passed is not an error: the `Sleep` is ready on
+    /// its first poll and takes no slot.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::{Timer, TimerError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::builder().max_pending(1).build().unwrap();
+    /// let first = timer.try_sleep(Duration::from_secs(1)).unwrap();
+    /// let second = timer.try_sleep(Duration::from_secs(1));
+    /// assert_eq!(second.unwrap_err(), TimerError::Full { max_pending: 1 });
+    /// drop(first); // frees the slot
+    /// assert!(timer.try_sleep(Duration::from_secs(1)).is_ok());
+    /// # }
+    /// ```
+    pub fn try_sleep(&self, duration: Duration) -> Result<Sleep, TimerError> {
+        self.try_sleep_until(deadline_after(self.now(), duration))
+    }
+
+    /// Like [`sleep_until`](Timer::sleep_until), but takes the timer slot now and returns an
+    /// error when the timer is full or shut down.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_sleep`](Timer::try_sleep): [`TimerError::Full`] or [`TimerError::Shutdown`].
+    pub fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, TimerError> {
+        Sleep::new_registered(self.shard().clone(), deadline)
     }
 }

@@ -8,8 +8,10 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
-use crate::error::Elapsed;
+use crate::clock::deadline_after;
+use crate::error::{Elapsed, TimerError};
 use crate::sleep::Sleep;
+use crate::timer::Timer;
 
 /// Requires `future` to complete within `duration`, on the current runtime's default timer.
 ///
@@ -49,7 +51,7 @@ use crate::sleep::Sleep;
 /// ```
 #[track_caller]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    let shard = crate::driver::registry::current_shard();
+    let shard = crate::timer::default::current_shard();
     Timeout::new(future.into_future(), Sleep::after(shard, duration))
 }
 
@@ -82,7 +84,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// ```
 #[track_caller]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    let shard = crate::driver::registry::current_shard();
+    let shard = crate::timer::default::current_shard();
     Timeout::new(future.into_future(), Sleep::new(shard, deadline))
 }
 
@@ -154,5 +156,62 @@ impl<T: Future> Future for Timeout<T> {
             Poll::Ready(()) => Poll::Ready(Err(Elapsed::new(me.delay.is_shutdown()))),
             Poll::Pending => Poll::Pending,
         }
+    }
+}
+
+/// The timeouts of a [`Timer`]; they live here, beside the future they build, so that `Timer`
+/// knows nothing of the futures built on it.
+impl Timer {
+    /// Requires `future` to complete within `duration` (see [`timeout`](crate::timeout)).
+    ///
+    /// # Panics
+    ///
+    /// When polled, if the timer is full (see [`sleep`](Timer::sleep)).
+    pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
+        Timeout::new(future.into_future(), self.sleep(duration))
+    }
+
+    /// Requires `future` to complete before `deadline` (see [`timeout_at`](crate::timeout_at)).
+    ///
+    /// # Panics
+    ///
+    /// When polled, if the timer is full (see [`sleep`](Timer::sleep)).
+    pub fn timeout_at<F: IntoFuture>(
+        &self,
+        deadline: Instant,
+        future: F,
+    ) -> Timeout<F::IntoFuture> {
+        Timeout::new(future.into_future(), self.sleep_until(deadline))
+    }
+
+    /// Like [`timeout`](Timer::timeout), but takes the timer slot now (so even a future that
+    /// is ready at once uses one) and returns an error when the timer is full or shut down.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_sleep`](Timer::try_sleep): [`TimerError::Full`] or [`TimerError::Shutdown`];
+    /// `future` is dropped.
+    pub fn try_timeout<F: IntoFuture>(
+        &self,
+        duration: Duration,
+        future: F,
+    ) -> Result<Timeout<F::IntoFuture>, TimerError> {
+        self.try_timeout_at(deadline_after(self.now(), duration), future)
+    }
+
+    /// Like [`timeout_at`](Timer::timeout_at), but takes the timer slot now and returns an
+    /// error when the timer is full or shut down.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_sleep`](Timer::try_sleep): [`TimerError::Full`] or [`TimerError::Shutdown`];
+    /// `future` is dropped.
+    pub fn try_timeout_at<F: IntoFuture>(
+        &self,
+        deadline: Instant,
+        future: F,
+    ) -> Result<Timeout<F::IntoFuture>, TimerError> {
+        let sleep = self.try_sleep_until(deadline)?;
+        Ok(Timeout::new(future.into_future(), sleep))
     }
 }

@@ -187,7 +187,13 @@ async fn errors_metrics_and_builders_debug_are_short() {
     let out = short_debug("TimerError::Full", &full);
     assert_mentions("TimerError::Full", &out, &["Full"]);
     short_debug("TimerError::Shutdown", &TimerError::Shutdown);
-    short_debug("a BuildError", &BuildError::InvalidWheelSize(100));
+    short_debug(
+        "a BuildError",
+        &BuildError::InvalidWheelSize {
+            size: 100,
+            max: 65536,
+        },
+    );
     let elapsed: Elapsed = tokio_timing_wheel::timeout(ms(1), std::future::pending::<()>())
         .await
         .unwrap_err();

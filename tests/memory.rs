@@ -98,8 +98,8 @@ const TOLERANCE: usize = 64 * 1024;
 /// Allowed bytes per pending sleep, the `Sleep` itself in the `Vec` included.
 const MAX_BYTES_PER_SLEEP: usize = 200;
 
-/// The yields that let the timer's driver task run (it may trim levels or shrink after the
-/// drops).
+/// The yields that let the tasks the drops woke run (and a firing pass trim levels or
+/// shrink after them).
 const SETTLE_YIELDS: usize = 50;
 
 fn kib(bytes: usize) -> f64 {

@@ -569,7 +569,7 @@ fn run() {
          registered {registered}: fired {fired}, cancelled {cancelled} \
          (sleeps {}, timeouts {}, held {}, delayed {}, \
          resets {}, raced drops {}); max lateness {max_late:?}; \
-         driver wakeups {}",
+         firing passes {}",
         ops as f64 / took.as_secs_f64(),
         s.sleeps.load(SeqCst),
         s.timeouts.load(SeqCst),
@@ -577,7 +577,7 @@ fn run() {
         s.delayed.load(SeqCst),
         s.resets.load(SeqCst),
         held.raced,
-        m.driver_wakeups,
+        m.passes,
     );
     rt.shutdown_timeout(Duration::from_secs(1));
 }

@@ -1,6 +1,6 @@
 //! Model tests of the races that matter, on the crate's real code: the arming protocol
-//! (`Driver::kick`, `Shard::register`, the firing pass, `Driver::shutdown`), the delayed-task
-//! state machine and a shard's reschedule. Only the Tokio sleep is replaced, under loom, by an
+//! (`Driver::kick`, `Shard::register`, the firing pass, `Driver::shutdown`) and a shard's
+//! reschedule (the delayed-task state machine's model is in `delayed_task.rs`). Only the Tokio sleep is replaced, under loom, by an
 //! alarm that records the time it is set for (`alarm.rs`).
 //!
 //! ```sh
@@ -19,7 +19,6 @@
 //! earlier: a registration racing with a pass can leave a time the pass already handled,
 //! which costs one spurious pass.)
 
-use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,26 +30,10 @@ use std::thread;
 
 use super::shard::Shard;
 use super::Driver;
-use crate::delayed_task::Header;
-use crate::error::DelayedError;
-use crate::loom::AtomicUsize;
+use crate::loom::model;
 
 /// One hour in wheel time (nanoseconds): far enough that nothing fires during a model.
 const HOUR: u64 = 3_600_000_000_000;
-
-/// Runs `f` under loom (bounded preemptions), or once without loom.
-fn model<F: Fn() + Sync + Send + 'static>(f: F) {
-    #[cfg(loom)]
-    {
-        let mut builder = loom::model::Builder::new();
-        if builder.preemption_bound.is_none() {
-            builder.preemption_bound = Some(3);
-        }
-        builder.check(f);
-    }
-    #[cfg(not(loom))]
-    f();
-}
 
 /// A timer's driver and shards, built and started as `Builder::build` does, on a runtime
 /// that is never driven: dropping it at the end of the model drops the sentinel task, which
@@ -196,43 +179,6 @@ fn loom_rearm_vs_shutdown() {
         assert_eq!(shards[0].len(), 0, "nothing left behind");
         assert_eq!(driver.reserved(), 0, "slot given back");
         assert!(shards[0].register(HOUR, noop_waker()).is_err());
-    });
-}
-
-/// `DelayedTask::cancel` racing with the driver firing the task: exactly one wins, and the
-/// handle sees the matching outcome.
-#[test]
-fn loom_cancel_vs_fire_exactly_once() {
-    model(|| {
-        let header = Arc::new(Header::<u32>::new());
-        let ran = Arc::new(AtomicUsize::new(0));
-
-        let (h, r) = (header.clone(), ran.clone());
-        let driver = thread::spawn(move || {
-            if h.try_start() {
-                r.fetch_add(1, SeqCst);
-                h.complete(Ok(7));
-                true
-            } else {
-                false
-            }
-        });
-        let cancelled = header.try_cancel();
-        if cancelled {
-            header.complete(Err(DelayedError::cancelled()));
-        }
-        let started = driver.join().unwrap();
-
-        assert!(cancelled ^ started, "exactly one of cancel and fire wins");
-        assert_eq!(
-            ran.load(SeqCst),
-            usize::from(started),
-            "runs iff cancel lost"
-        );
-        assert!(
-            !header.try_cancel() && !header.try_start(),
-            "no second transition"
-        );
     });
 }
 

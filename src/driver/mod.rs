@@ -22,13 +22,17 @@
 //! delayed task refers to one of its shards. A sentinel task parked on the runtime shuts the
 //! timer down when the runtime drops it, before Tokio's time driver goes: every pending future
 //! resolves.
+//!
+//! Layers: the wheel, the clock and the errors at the bottom; this driver above them; `Timer`
+//! (`src/timer/`) above the driver; the futures above `Timer`, each reaching the driver only
+//! through its shard's [entry API](entry), in `tokio::time::Instant`s; the integrations on top.
 
 pub(crate) mod alarm;
 pub(crate) mod arm;
-pub(crate) mod clock;
+mod entry;
+
 #[cfg(test)]
 mod loom_tests;
-pub(crate) mod registry;
 mod sentinel;
 pub(crate) mod shard;
 
@@ -44,15 +48,15 @@ use tokio::time::Instant;
 
 use self::alarm::{Alarm, Set};
 use self::arm::{Arm, PASS, REARM};
-use self::clock::Clock;
 use self::shard::Shard;
+use crate::clock::{self, Clock};
 use crate::error::TimerError;
-use crate::loom::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
+use crate::loom::{lock, lock_std, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 
 /// The shared state of one timer: its clock, the alarm, the arming protocol, the shutdown
 /// flag, the `max_pending` accounting, and (weakly) its shards.
 pub(crate) struct Driver {
-    pub(crate) clock: Clock,
+    clock: Clock,
     arm: Arm,
     alarm: Mutex<Alarm>,
     /// Wakes this driver (through a weak reference): the waker the alarm is polled with.
@@ -68,7 +72,7 @@ pub(crate) struct Driver {
     max_pending: usize,
     reserved: AtomicUsize,
     /// The runtime whose time driver fires the alarm and onto which delayed tasks spawn.
-    pub(crate) runtime: Handle,
+    runtime: Handle,
     /// `runtime`'s id, and whether runtimes' clocks can differ in this build (Tokio's
     /// `test-util`): then every clock read of this timer must be one of `runtime`'s.
     runtime_id: tokio::runtime::Id,
@@ -110,7 +114,7 @@ pub(crate) const BATCH: usize = 1024;
 
 /// What [`Shard::fire_due`] did.
 #[derive(Debug, Default)]
-pub(crate) struct Fired {
+pub(crate) struct FireReport {
     pub(crate) entries: usize,
     pub(crate) cascades: u64,
     /// The shard's next expiration after the pass.
@@ -183,6 +187,11 @@ impl Driver {
                 Instant::now()
             }
         }
+    }
+
+    /// The width of a level-0 bucket.
+    pub(crate) fn tick(&self) -> Duration {
+        self.clock.tick()
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
@@ -291,7 +300,7 @@ impl Driver {
         self.passes.fetch_add(1, Relaxed);
         self.arm.begin_pass();
         let mut next: Option<u64> = None;
-        let mut total = Fired::default();
+        let mut total = FireReport::default();
         // Only the runner passes, so this lock is never contended; wakers run while it is
         // held, but a waker can only ask for work, never become the runner (see `kick`).
         let mut wakers = lock(&self.batch);
@@ -342,12 +351,7 @@ impl Driver {
             self.release(wakers.len());
             wake_all(&mut wakers);
         }
-        drop(
-            self.sentinel
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take(),
-        );
+        drop(lock_std(&self.sentinel).take());
         tracing::debug!(drained, "timer shut down");
     }
 

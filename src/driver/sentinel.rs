@@ -12,15 +12,13 @@ use std::task::{Context, Poll};
 use tokio::sync::oneshot;
 
 use super::Driver;
+use crate::loom::lock_std;
 
 /// Spawns the sentinel of `driver` on its runtime. On a runtime already shutting down the
 /// task is dropped at once, which shuts the timer down.
 pub(super) fn spawn(driver: &Arc<Driver>) {
     let (tx, rx) = oneshot::channel();
-    *driver
-        .sentinel
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tx);
+    *lock_std(&driver.sentinel) = Some(tx);
     drop(driver.runtime.spawn(Sentinel {
         driver: Arc::downgrade(driver),
         ended: rx,

@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::task::Waker;
 
-use super::{wake_all, Driver, Fired, BATCH};
+use super::{wake_all, Driver, FireReport, BATCH};
 use crate::error::TimerError;
 use crate::loom::{lock, Mutex, MutexGuard};
-use crate::wheel::{Key, Step, Wheel};
+use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
 
 /// A wheel of wakers behind a lock, and the driver that fires it.
 ///
@@ -20,8 +20,8 @@ use crate::wheel::{Key, Step, Wheel};
 /// shard another worker uses (measured: ~20% of the multi-task rpc-timeout profile).
 #[repr(align(128))]
 pub(crate) struct Shard {
-    wheel: Mutex<Wheel<Waker>>,
-    pub(crate) driver: Arc<Driver>,
+    wheel: Mutex<WakerWheel>,
+    pub(super) driver: Arc<Driver>,
 }
 
 impl fmt::Debug for Shard {
@@ -34,19 +34,27 @@ impl fmt::Debug for Shard {
 impl Shard {
     pub(crate) fn new(wheel_size: usize, driver: Arc<Driver>) -> Shard {
         Shard {
-            wheel: Mutex::new(Wheel::with_tick(wheel_size, driver.clock.tick_units())),
+            wheel: Mutex::new(WakerWheel::persistent(
+                wheel_size,
+                driver.clock.tick_units(),
+            )),
             driver,
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Wheel<Waker>> {
+    /// The driver this shard belongs to (for `Timer`'s own operations: shutdown, metrics).
+    pub(crate) fn driver(&self) -> &Arc<Driver> {
+        &self.driver
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, WakerWheel> {
         lock(&self.wheel)
     }
 
     /// Files `waker` to be woken at `deadline` (wheel time); arms the driver earlier if this
     /// created the shard's earliest bucket. `Ok(None)` when the wheel's time has already
     /// reached `deadline` (nothing is filed; it is due now).
-    pub(crate) fn register(&self, deadline: u64, waker: Waker) -> Result<Option<Key>, TimerError> {
+    pub(super) fn register(&self, deadline: u64, waker: Waker) -> Result<Option<Key>, TimerError> {
         self.register_entry(deadline, waker, false)
     }
 
@@ -59,7 +67,7 @@ impl Shard {
     ///
     /// Firing moves the waker out of the entry (a no-op waker is left behind), so the pass
     /// touches no reference count under the lock; re-filing puts a waker back.
-    pub(crate) fn register_persistent(
+    pub(super) fn register_persistent(
         &self,
         deadline: u64,
         waker: Waker,
@@ -91,7 +99,7 @@ impl Shard {
             return Err(TimerError::Shutdown);
         }
         let inserted = if persistent {
-            wheel.insert_persistent(deadline, waker, take_waker)
+            wheel.insert_persistent(deadline, waker)
         } else {
             wheel.insert(deadline, waker)
         };
@@ -170,7 +178,7 @@ impl Shard {
     /// Files a persistent entry (parked or waiting) for `deadline`, to wake `waker`: `false` if
     /// it is gone (drained by shutdown). The waker is cloned, and the one it replaces dropped,
     /// outside the lock.
-    pub(crate) fn reschedule_persistent(&self, key: Key, deadline: u64, waker: &Waker) -> bool {
+    pub(super) fn reschedule_persistent(&self, key: Key, deadline: u64, waker: &Waker) -> bool {
         let new = waker.clone();
         let mut wheel = self.lock();
         if !wheel.reschedule(key, deadline) {
@@ -183,7 +191,7 @@ impl Shard {
     }
 
     /// Moves a pending entry to a new deadline; `false` if it is no longer pending.
-    pub(crate) fn reschedule(&self, key: Key, deadline: u64) -> bool {
+    pub(super) fn reschedule(&self, key: Key, deadline: u64) -> bool {
         let mut wheel = self.lock();
         if !wheel.reschedule(key, deadline) {
             return false;
@@ -195,7 +203,7 @@ impl Shard {
     /// After an insert or reschedule: if it made new work (a new bucket, a due entry...),
     /// tells the driver when that work needs a wake (the alarm moves only if that is earlier
     /// than planned).
-    fn publish_head(&self, mut wheel: MutexGuard<'_, Wheel<Waker>>) {
+    fn publish_head(&self, mut wheel: MutexGuard<'_, WakerWheel>) {
         let head = wheel.take_new_head();
         drop(wheel);
         if let Some(head) = head {
@@ -206,8 +214,8 @@ impl Shard {
     /// The shard's step of a firing pass: hands out everything due at `now`, a bounded batch
     /// per lock hold (waking each batch after releasing the lock), and returns what it did
     /// and the shard's next expiration.
-    pub(crate) fn fire_due(&self, now: u64, wakers: &mut Vec<Waker>) -> Fired {
-        let mut fired = Fired::default();
+    pub(crate) fn fire_due(&self, now: u64, wakers: &mut Vec<Waker>) -> FireReport {
+        let mut fired = FireReport::default();
         loop {
             let mut wheel = self.lock();
             let cascades_before = wheel.stats().cascades;
@@ -262,10 +270,21 @@ impl Shard {
     }
 }
 
-/// How a fired persistent entry hands out its waker: moved out, a no-op left in its place.
-fn take_waker(w: &mut Waker) -> Waker {
-    std::mem::replace(w, futures::task::noop_waker())
+/// How a fired persistent entry (an `Interval`'s) hands out its waker: moved out, a no-op
+/// left in its place, so the pass touches no reference count under the lock.
+#[derive(Debug)]
+pub(crate) enum TakeWaker {}
+
+impl Persistence<Waker> for TakeWaker {
+    fn take(w: &mut Waker) -> Waker {
+        std::mem::replace(w, futures::task::noop_waker())
+    }
 }
+
+impl Persistent<Waker> for TakeWaker {}
+
+/// A shard's wheel: wakers, persistent ones handed out by [`TakeWaker`].
+type WakerWheel = Wheel<Waker, TakeWaker>;
 
 thread_local! {
     /// This thread's shard number (modulo each timer's shard count), handed out round-robin.

@@ -75,7 +75,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::on_timer::OnTimer;
+use super::timer_ref::TimerRef;
 use crate::{Sleep, Timer};
 
 /// A [`hyper::rt::Timer`] whose sleeps live in this crate's timing wheel.
@@ -113,7 +113,7 @@ use crate::{Sleep, Timer};
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct HyperTimer {
-    timer: OnTimer,
+    timer: TimerRef,
 }
 
 impl HyperTimer {
@@ -152,7 +152,7 @@ impl From<Timer> for HyperTimer {
     /// ```
     fn from(timer: Timer) -> HyperTimer {
         HyperTimer {
-            timer: OnTimer::from(timer),
+            timer: TimerRef::from(timer),
         }
     }
 }

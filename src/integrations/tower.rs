@@ -51,7 +51,7 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tower::{BoxError, Layer, Service};
 
-use crate::on_timer::OnTimer;
+use super::timer_ref::TimerRef;
 use crate::Timer;
 
 /// Applies a [`Timeout`] to the requests of the wrapped service (see the [module](self) docs).
@@ -75,7 +75,7 @@ use crate::Timer;
 #[derive(Clone, Debug)]
 pub struct TimeoutLayer {
     timeout: Duration,
-    timer: OnTimer,
+    timer: TimerRef,
 }
 
 impl TimeoutLayer {
@@ -84,7 +84,7 @@ impl TimeoutLayer {
     pub fn new(timeout: Duration) -> TimeoutLayer {
         TimeoutLayer {
             timeout,
-            timer: OnTimer::default(),
+            timer: TimerRef::default(),
         }
     }
 
@@ -106,7 +106,7 @@ impl TimeoutLayer {
     pub fn with_timer(timeout: Duration, timer: Timer) -> TimeoutLayer {
         TimeoutLayer {
             timeout,
-            timer: OnTimer::from(timer),
+            timer: TimerRef::from(timer),
         }
     }
 }
@@ -144,7 +144,7 @@ impl<S> Layer<S> for TimeoutLayer {
 pub struct Timeout<S> {
     inner: S,
     timeout: Duration,
-    timer: OnTimer,
+    timer: TimerRef,
 }
 
 impl<S> Timeout<S> {

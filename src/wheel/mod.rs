@@ -23,82 +23,47 @@
 
 mod bucket_heap;
 mod entry;
+mod flush;
+mod imminent;
+#[cfg(any(test, debug_assertions))]
+mod invariants;
 mod level;
+mod peek;
+mod persist;
+mod step;
 
 #[cfg(test)]
 mod naive;
 #[cfg(test)]
 mod tests;
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::marker::PhantomData;
 
 use slab::Slab;
 
 use self::bucket_heap::BucketHeap;
 pub(crate) use self::entry::Key;
 use self::entry::{Entry, List, DUE, IMMINENT, NIL, PARKED};
+use self::imminent::Imminent;
 pub(crate) use self::level::MAX_WHEEL_SIZE;
 use self::level::{bucket_id, split, Geometry, Level};
+pub(crate) use self::persist::{OneShot, Persistence, Persistent};
+pub(crate) use self::step::{Expired, Full, Stats, Step};
 
 /// The slab is shrunk when the wheel empties and holds more than this many vacant slots.
 const SHRINK_THRESHOLD: usize = 4096;
 
-/// Counters of the wheel's internal work, for metrics and tests.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stats {
-    /// Entries re-filed into a lower level when their bucket expired (including lazily
-    /// rescheduled entries re-filed at their old bucket's expiration).
-    pub(crate) cascades: u64,
-    /// Buckets flushed (live heap items popped).
-    pub(crate) flushes: u64,
-    /// Items pushed into the bucket heap.
-    pub(crate) heap_pushes: u64,
-    /// Items popped from the bucket heap, live or stale (emptied buckets pruned included).
-    pub(crate) heap_pops: u64,
-}
-
-/// An entry handed out by [`Wheel::poll`].
-#[derive(Debug)]
-pub(crate) struct Expired<T> {
-    /// The entry's key, and its deadline (which only tests read).
-    pub(crate) key: Key,
-    #[cfg(test)]
-    pub(crate) deadline: u64,
-    pub(crate) value: T,
-    /// A persistent entry: `value` is a clone, and the entry stays in the wheel, parked.
-    pub(crate) parked: bool,
-}
-
-/// What one step of [`Wheel::poll_within`] found.
-#[derive(Debug)]
-pub(crate) enum Step<T> {
-    /// An entry whose deadline has been reached.
-    Fired(Expired<T>),
-    /// Nothing more is due: the wheel's time is now the time polled for.
-    Done,
-    /// The work budget ran out before the poll finished; call again to go on.
-    Yield,
-}
-
-/// The wheel holds as many entries as a slab index can name; the value is handed back.
-#[derive(Debug)]
-pub(crate) struct Full<T>(pub(crate) T);
-
 /// A hierarchical timing wheel holding values of type `T`.
 #[derive(Debug)]
-pub(crate) struct Wheel<T> {
+pub(crate) struct Wheel<T, P = OneShot> {
     entries: Slab<Entry<T>>,
     levels: Vec<Level>,
     /// One item per queued bucket: the min-heap of bucket expirations.
     heap: BucketHeap,
     /// Entries whose deadline is at or before `now`, waiting to be handed out (FIFO).
     due: List,
-    /// Entries due after `now` within the current tick (empty when a tick is one unit), and a
-    /// min-heap of `(deadline, index, generation)` over them. Removed or moved entries leave
-    /// stale heap items behind, recognised (and dropped) when popped.
-    imminent: List,
-    imminent_heap: BinaryHeap<Reverse<(u64, u32, u64)>>,
+    /// Entries due after `now` within the current tick, in deadline order.
+    imminent: Imminent,
     /// Persistent entries that fired and wait to be rescheduled or removed, and their number.
     parked: List,
     parked_len: usize,
@@ -118,9 +83,8 @@ pub(crate) struct Wheel<T> {
     /// The next link is the first entry of an empty wheel (it reports its wake time whatever
     /// it joins).
     first_entry: bool,
-    /// How a persistent entry's value is handed out when it fires, the entry keeping what is
-    /// left (set by `insert_persistent`).
-    take_value: Option<fn(&mut T) -> T>,
+    /// What a persistent entry hands out when it fires (see [`Persistence`]).
+    persistence: PhantomData<fn() -> P>,
     /// Keep the slab's memory when the wheel empties (see [`keep_capacity`](Self::keep_capacity)).
     keep_capacity: bool,
     stats: Stats,
@@ -145,6 +109,13 @@ impl<T> Wheel<T> {
     ///
     /// If `wheel_size` is not a power of two in `2..=MAX_WHEEL_SIZE`, or `tick` is zero.
     pub(crate) fn with_tick(wheel_size: usize, tick: u64) -> Self {
+        Wheel::build(wheel_size, tick)
+    }
+}
+
+impl<T, P: Persistence<T>> Wheel<T, P> {
+    /// A wheel as [`with_tick`](Wheel::with_tick) describes, for any persistence.
+    pub(super) fn build(wheel_size: usize, tick: u64) -> Self {
         assert!(
             wheel_size.is_power_of_two() && (2..=MAX_WHEEL_SIZE).contains(&wheel_size),
             "wheel size must be a power of two in 2..={MAX_WHEEL_SIZE}, got {wheel_size}"
@@ -154,8 +125,7 @@ impl<T> Wheel<T> {
             levels: Vec::new(),
             heap: BucketHeap::default(),
             due: List::EMPTY,
-            imminent: List::EMPTY,
-            imminent_heap: BinaryHeap::new(),
+            imminent: Imminent::new(),
             parked: List::EMPTY,
             parked_len: 0,
             flushing: None,
@@ -165,7 +135,7 @@ impl<T> Wheel<T> {
             next_generation: 1,
             new_head: None,
             first_entry: false,
-            take_value: None,
+            persistence: PhantomData,
             keep_capacity: false,
             stats: Stats::default(),
         }
@@ -345,7 +315,7 @@ impl<T> Wheel<T> {
         }
         self.prune_heap_head();
         let bucket = self.heap.peek().map(|(exp, _)| exp);
-        let imminent = self.imminent_min();
+        let imminent = self.imminent.min();
         match (bucket, imminent) {
             (Some(b), Some(i)) => Some(b.min(i)),
             (b, i) => b.or(i),
@@ -389,15 +359,11 @@ impl<T> Wheel<T> {
                 self.start_flush(expiration, bucket);
                 continue;
             }
-            if self.imminent_min().is_some_and(|m| m <= now) {
+            if self.imminent.min().is_some_and(|m| m <= now) {
                 // Imminent entries all precede every bucket not yet expired (those start at a
                 // later tick), so they are handed out straight from their heap.
                 *budget -= 1;
-                if let Some(idx) = self.pop_imminent(now) {
-                    self.imminent.unlink(&mut self.entries, idx);
-                    if self.imminent.is_empty() {
-                        self.imminent_heap.clear(); // only stale items can be left
-                    }
+                if let Some(idx) = self.imminent.pop_due(&mut self.entries, now) {
                     return Step::Fired(self.hand_out(idx));
                 }
                 continue;
@@ -414,7 +380,7 @@ impl<T> Wheel<T> {
 
     /// Hands out every entry whose deadline is at or before `now` (see [`poll`](Self::poll)).
     #[cfg(any(test, feature = "internals"))] // tests and `internals`
-    pub(crate) fn advance(&mut self, now: u64) -> Advance<'_, T> {
+    pub(crate) fn advance(&mut self, now: u64) -> Advance<'_, T, P> {
         Advance { wheel: self, now }
     }
 
@@ -437,61 +403,10 @@ impl<T> Wheel<T> {
         self.levels.clear();
         self.heap.clear();
         self.due = List::EMPTY;
-        self.imminent = List::EMPTY;
-        self.imminent_heap.clear();
+        self.imminent.clear();
         self.parked = List::EMPTY;
         self.parked_len = 0;
         self.flushing = None;
-    }
-
-    /// The entry that [`poll`](Self::poll) hands out first once time allows: the head of the
-    /// due list if any entry is due, otherwise an entry with the earliest deadline (ties in
-    /// any order). Parked entries are not counted. `None` when no entry waits.
-    ///
-    /// Costs one look at every bucket, plus a walk of the buckets that can hold the earliest
-    /// deadline: an entry's deadline is never before its bucket's expiration, so only
-    /// buckets expiring before the best deadline found so far need a walk (usually one).
-    pub(crate) fn peek(&self) -> Option<Key> {
-        if self.due.head != NIL {
-            return Some(self.key_of(self.due.head));
-        }
-        let mut best: Option<(u64, u32)> = None;
-        let consider = |best: &mut Option<(u64, u32)>, list: &List| {
-            let mut idx = list.head;
-            while idx != NIL {
-                let d = self.entries[idx as usize].deadline;
-                if best.map_or(true, |(b, _)| d < b) {
-                    *best = Some((d, idx));
-                }
-                idx = self.entries[idx as usize].next;
-            }
-        };
-        consider(&mut best, &self.imminent);
-        let buckets = || {
-            self.levels
-                .iter()
-                .flat_map(|l| l.buckets.iter())
-                .filter(|b| !b.list.is_empty())
-        };
-        // The earliest bucket first, so that the pass below usually walks no other.
-        if let Some(first) = buckets().min_by_key(|b| b.expiration) {
-            if best.map_or(true, |(d, _)| first.expiration < d) {
-                consider(&mut best, &first.list);
-            }
-        }
-        for b in buckets() {
-            if best.map_or(true, |(d, _)| b.expiration < d) {
-                consider(&mut best, &b.list);
-            }
-        }
-        best.map(|(_, idx)| self.key_of(idx))
-    }
-
-    fn key_of(&self, idx: u32) -> Key {
-        Key {
-            index: idx,
-            generation: self.entries[idx as usize].generation,
-        }
     }
 
     /// Gives back memory held beyond what the pending entries need: the slab when empty, the
@@ -528,7 +443,6 @@ impl<T> Wheel<T> {
     /// Hands out entry `idx`, already unlinked from its list: removes it, or parks it and
     /// hands out a copy of its value if it is persistent.
     fn hand_out(&mut self, idx: u32) -> Expired<T> {
-        let take = self.take_value;
         let entry = &mut self.entries[idx as usize];
         let key = Key {
             index: idx,
@@ -537,9 +451,7 @@ impl<T> Wheel<T> {
         #[cfg(test)]
         let deadline = entry.deadline;
         if entry.persistent {
-            let take =
-                take.expect("set by insert_persistent, the only way to make a persistent entry");
-            let value = take(&mut entry.value);
+            let value = P::take(&mut entry.value);
             self.parked.push_back(&mut self.entries, idx, PARKED);
             self.parked_len += 1;
             return Expired {
@@ -574,16 +486,9 @@ impl<T> Wheel<T> {
         }
         let tick = self.geo.tick_of(deadline);
         if tick == self.now_tick {
-            if self.imminent.is_empty() {
-                self.imminent_heap.clear(); // only stale items can be left
-            }
-            if first || self.imminent_min().map_or(true, |m| deadline < m) {
+            if self.imminent.push(&mut self.entries, idx, first) {
                 self.report(deadline);
             }
-            self.imminent.push_back(&mut self.entries, idx, IMMINENT);
-            let generation = self.entries[idx as usize].generation;
-            self.imminent_heap
-                .push(Reverse((deadline, idx, generation)));
             return;
         }
         let level = self.geo.level_for(self.now_tick, tick);
@@ -636,103 +541,6 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// The earliest deadline on the imminent list, or earlier (a stale item): a lower bound.
-    fn imminent_min(&self) -> Option<u64> {
-        if self.imminent.is_empty() {
-            return None;
-        }
-        self.imminent_heap.peek().map(|r| r.0 .0)
-    }
-
-    /// Pops the imminent heap's top item if it is due at `now`: the entry's index if live,
-    /// `None` if it was stale (removed or moved since).
-    fn pop_imminent(&mut self, now: u64) -> Option<u32> {
-        let &Reverse((deadline, idx, generation)) = self.imminent_heap.peek()?;
-        if deadline > now {
-            return None;
-        }
-        self.imminent_heap.pop();
-        let live = self.entries.get(idx as usize).is_some_and(|e| {
-            e.generation == generation && e.bucket == IMMINENT && e.deadline == deadline
-        });
-        live.then_some(idx)
-    }
-
-    /// Drops heap items at the top whose bucket is stale or was emptied by removals, so the
-    /// head names a bucket that holds entries.
-    fn prune_heap_head(&mut self) {
-        while let Some((expiration, bucket)) = self.heap.peek() {
-            let (level, slot) = split(bucket);
-            let Some(lvl) = self.levels.get_mut(level) else {
-                self.heap.pop();
-                self.stats.heap_pops += 1;
-                continue; // its level was released: stale
-            };
-            let b = &mut lvl.buckets[slot];
-            if b.queued && b.expiration == expiration {
-                if !b.list.is_empty() {
-                    return;
-                }
-                b.queued = false;
-                lvl.queued -= 1;
-            }
-            self.heap.pop();
-            self.stats.heap_pops += 1;
-        }
-    }
-
-    /// Processes a popped heap item: skips it if stale, else steps time to its expiration and
-    /// starts moving the bucket's entries to the due list or down a level.
-    fn start_flush(&mut self, expiration: u64, bucket: u32) {
-        self.stats.heap_pops += 1;
-        let (level, slot) = split(bucket);
-        let Some(lvl) = self.levels.get_mut(level) else {
-            return; // the level was released since: stale
-        };
-        let b = &mut lvl.buckets[slot];
-        if !(b.queued && b.expiration == expiration) {
-            return; // stale
-        }
-        b.queued = false;
-        lvl.queued -= 1;
-        let empty = b.list.is_empty();
-        self.stats.flushes += 1;
-        self.set_now(self.now.max(expiration));
-        if !empty {
-            self.flushing = Some(bucket);
-        }
-    }
-
-    /// Moves entries of the flushing bucket to the due list or down a level, one unit of
-    /// budget each, until the bucket is empty or the budget is spent.
-    ///
-    /// Nothing links into the bucket meanwhile: time stays at its expiration until it is
-    /// empty, and from there every deadline in its slot belongs to a lower level, and every
-    /// later deadline to another slot or level.
-    fn flush_some(&mut self, bucket: u32, budget: &mut usize) {
-        let (level, slot) = split(bucket);
-        while *budget > 0 {
-            let idx = self.levels[level].buckets[slot].list.head;
-            if idx == NIL {
-                break;
-            }
-            *budget -= 1;
-            self.levels[level].buckets[slot]
-                .list
-                .unlink(&mut self.entries, idx);
-            self.levels[level].len -= 1;
-            if self.entries[idx as usize].deadline <= self.now {
-                self.due.push_back(&mut self.entries, idx, DUE);
-            } else {
-                self.stats.cascades += 1;
-                self.link(idx);
-            }
-        }
-        if self.levels[level].buckets[slot].list.is_empty() {
-            self.flushing = None;
-        }
-    }
-
     /// The wheel just became empty. Its heap items are all stale now, but they stay: the next
     /// entry for the same bucket then needs no heap push (the RPC pattern of insert, remove,
     /// insert costs no heap operation), and they are skipped when popped. A large slab is
@@ -742,166 +550,21 @@ impl<T> Wheel<T> {
             self.entries = Slab::new();
         }
     }
-
-    /// Releases empty levels at the top: the wheel holds no more levels than its furthest
-    /// entry needs, once the bucket heap has let go of their buckets too. Level 0 stays (until
-    /// [`shrink_to_fit`](Self::shrink_to_fit)): a lone timer filed again and again (an interval,
-    /// a sleep in a loop) would otherwise allocate it anew each time.
-    fn trim_levels(&mut self) {
-        while self.levels.len() > 1
-            && self
-                .levels
-                .last()
-                .is_some_and(|l| l.len == 0 && l.queued == 0)
-        {
-            self.levels.pop();
-        }
-    }
-
-    /// Checks every structural invariant; panics on the first violation. O(entries + buckets).
-    #[cfg(any(test, debug_assertions))] // tests, and the driver's passes in debug builds
-    pub(crate) fn assert_invariants(&self) {
-        assert!(self.levels.len() <= self.geo.max_levels, "too many levels");
-        let live: std::collections::HashSet<(u64, u32)> = self.heap.iter().collect();
-        let mut linked = 0;
-        // Due list: consistent links, every deadline already reached.
-        linked += self.check_list(&self.due, DUE, |d| {
-            assert!(d <= self.now, "due entry {d} after now {}", self.now)
-        });
-        linked += self.check_list(&self.imminent, IMMINENT, |d| {
-            assert!(
-                d > self.now,
-                "imminent entry {d} already due at {}",
-                self.now
-            );
-            assert_eq!(
-                self.geo.tick_of(d),
-                self.now_tick,
-                "imminent entry {d} in a later tick"
-            );
-        });
-        let parked = self.check_list(&self.parked, PARKED, |_| {});
-        assert_eq!(parked, self.parked_len, "parked count");
-        linked += parked;
-        let mut idx = self.parked.head;
-        while idx != NIL {
-            assert!(
-                self.entries[idx as usize].persistent,
-                "only persistent entries park"
-            );
-            idx = self.entries[idx as usize].next;
-        }
-        assert_eq!(
-            self.now_tick,
-            self.geo.tick_of(self.now),
-            "cached tick of now"
-        );
-        // Every imminent entry is indexed by a heap item with its current deadline.
-        let indexed: std::collections::HashSet<(u64, u32, u64)> =
-            self.imminent_heap.iter().map(|r| r.0).collect();
-        let mut idx = self.imminent.head;
-        while idx != NIL {
-            let e = &self.entries[idx as usize];
-            assert!(
-                indexed.contains(&(e.deadline, idx, e.generation)),
-                "imminent entry {idx} missing from its heap"
-            );
-            idx = e.next;
-        }
-        for (k, lvl) in self.levels.iter().enumerate() {
-            let mut in_level = 0;
-            for (slot, b) in lvl.buckets.iter().enumerate() {
-                let id = bucket_id(k, slot);
-                let n = self.check_list(&b.list, id, |d| {
-                    assert!(
-                        d >= b.expiration,
-                        "entry {d} before its bucket {}",
-                        b.expiration
-                    )
-                });
-                if n > 0 && self.flushing == Some(id) {
-                    assert!(!b.queued, "a flushing bucket left the heap");
-                    assert_eq!(b.expiration, self.now, "time stays at a flushing bucket");
-                } else if n > 0 {
-                    assert!(b.queued, "non-empty bucket {k}/{slot} is not queued");
-                    assert!(b.expiration >= self.now, "bucket behind the wheel's time");
-                    let tick = self.geo.tick_of(b.expiration);
-                    assert_eq!(self.geo.slot_for(tick, k), (slot, b.expiration));
-                }
-                if b.queued {
-                    assert!(
-                        live.contains(&(b.expiration, id)),
-                        "queued bucket not in heap"
-                    );
-                }
-                in_level += n;
-            }
-            assert_eq!(in_level, lvl.len, "level {k} count");
-            linked += in_level;
-        }
-        assert_eq!(linked, self.entries.len(), "entries reachable from lists");
-        let queued: usize = self.levels.iter().map(|l| l.queued).sum();
-        for (k, lvl) in self.levels.iter().enumerate() {
-            let n = lvl.buckets.iter().filter(|b| b.queued).count();
-            assert_eq!(n, lvl.queued, "level {k} queued count");
-        }
-        assert_eq!(
-            self.heap.len(),
-            queued,
-            "one heap item per queued bucket, no duplicates"
-        );
-    }
-
-    /// Checks list `list` of bucket `id` (links, bucket ids, deadlines); returns its length.
-    #[cfg(any(test, debug_assertions))]
-    fn check_list(&self, list: &List, id: u32, check_deadline: impl Fn(u64)) -> usize {
-        let (mut n, mut prev, mut idx) = (0, NIL, list.head);
-        while idx != NIL {
-            let e = &self.entries[idx as usize];
-            assert_eq!(e.bucket, id, "entry in the wrong list");
-            assert_eq!(e.prev, prev, "broken prev link");
-            check_deadline(e.deadline);
-            n += 1;
-            prev = idx;
-            idx = e.next;
-        }
-        assert_eq!(list.tail, prev, "broken tail");
-        n
-    }
 }
 
 /// Iterator returned by [`Wheel::advance`].
 #[derive(Debug)]
 #[cfg(any(test, feature = "internals"))] // tests and `internals`
-pub(crate) struct Advance<'a, T> {
-    wheel: &'a mut Wheel<T>,
+pub(crate) struct Advance<'a, T, P = OneShot> {
+    wheel: &'a mut Wheel<T, P>,
     now: u64,
 }
 
 #[cfg(any(test, feature = "internals"))]
-impl<T> Iterator for Advance<'_, T> {
+impl<T, P: Persistence<T>> Iterator for Advance<'_, T, P> {
     type Item = Expired<T>;
 
     fn next(&mut self) -> Option<Expired<T>> {
         self.wheel.poll(self.now)
-    }
-}
-
-impl<T> Wheel<T> {
-    /// Inserts a persistent entry: when it fires, [`poll`](Self::poll) hands out
-    /// `take(&mut value)` (a copy, or the value itself leaving a placeholder behind) and parks
-    /// the entry (it keeps its key and slot, and no longer counts for
-    /// [`next_expiration`](Self::next_expiration)) until [`reschedule`](Self::reschedule)
-    /// files it again or [`remove`](Self::remove) takes it out. One entry then serves a
-    /// periodic timer for its whole life. `take` must be the same for every persistent entry
-    /// of a wheel.
-    pub(crate) fn insert_persistent(
-        &mut self,
-        deadline: u64,
-        value: T,
-        take: fn(&mut T) -> T,
-    ) -> Result<Key, Full<T>> {
-        self.take_value = Some(take);
-        self.insert_entry(deadline, value, true)
     }
 }

@@ -4,6 +4,7 @@ use proptest::prelude::*;
 
 use super::level::Divider;
 use super::naive::Naive;
+use super::persist::{Copied, Persistence};
 use super::{Key, Step, Wheel};
 
 /// Polls everything due at `now`, checking invariants after each step.
@@ -439,7 +440,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
-    let mut wheel = Wheel::with_tick(size, tick);
+    let mut wheel: Wheel<u64, Copied> = Wheel::persistent(size, tick);
     let mut model = Naive::default();
     let mut keys: Vec<(Key, u64)> = Vec::new();
     let mut now = 0u64;
@@ -456,7 +457,7 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
             }
             Op::InsertPersistent(delta) => {
                 let deadline = now.saturating_add(delta);
-                let key = wheel.insert_persistent(deadline, id, |v| *v).unwrap();
+                let key = wheel.insert_persistent(deadline, id).unwrap();
                 model.insert_persistent(id, deadline);
                 keys.push((key, id));
             }
@@ -527,7 +528,7 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
 }
 
 /// `peek` names a waiting entry: one already due, or one with the model's earliest deadline.
-fn check_peek(wheel: &Wheel<u64>, model: &Naive) {
+fn check_peek<P: Persistence<u64>>(wheel: &Wheel<u64, P>, model: &Naive) {
     match wheel.peek() {
         None => assert_eq!(model.earliest(), None, "peek missed a waiting entry"),
         Some(key) => {
@@ -698,8 +699,8 @@ fn a_huge_cascade_is_done_a_bounded_amount_at_a_time() {
 
 #[test]
 fn persistent_entries_park_when_they_fire_and_can_be_filed_again() {
-    let mut w = Wheel::with_tick(64, 10);
-    let k = w.insert_persistent(50, 7u64, |v| *v).unwrap();
+    let mut w: Wheel<u64, Copied> = Wheel::persistent(64, 10);
+    let k = w.insert_persistent(50, 7u64).unwrap();
     let other = w.insert(60, 8).unwrap();
     assert_eq!(w.next_expiration(), Some(50));
     let e = w.poll(55).unwrap();

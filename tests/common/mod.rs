@@ -23,7 +23,7 @@ pub(crate) const SETTLE_YIELDS: usize = 20;
 /// The fewer yields `sleep.rs` and `timeout.rs` settle with, for [`settle_for`] and [`step_for`].
 pub(crate) const SHORT_SETTLE_YIELDS: usize = 16;
 
-/// Lets the timer's driver task and any task it woke or spawned run, without moving time
+/// Lets the tasks the timer woke or spawned (and its sentinel) run, without moving time
 /// ([`SETTLE_YIELDS`] yields).
 pub(crate) async fn settle() {
     settle_for(SETTLE_YIELDS).await;

@@ -161,7 +161,7 @@ fn dropping_the_driver_runtime_resolves_futures_polled_on_another_runtime() {
         b.block_on(a_sleep_polled_on_b_fires_through_a(timer.clone()));
         let on_b = register_from_b(&b, &timer);
 
-        drop(a); // drops the driver task
+        drop(a); // drops the timer's sentinel task
 
         assert!(
             timer.is_shutdown(),

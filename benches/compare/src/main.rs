@@ -41,7 +41,7 @@
 //! - `cross-worker`: timeouts registered on one worker and cancelled or fired on another.
 //! - `memory`: bytes per pending sleep.
 //! - `delayed`: 1M delayed tasks, half cancelled: CPU, issue time, peak memory.
-//! - `idle`: CPU and driver wakeups with 100k timers pending 1 h away.
+//! - `idle`: CPU and firing passes with 100k timers pending 1 h away.
 //! - `interval`: 10k intervals x 100 ticks of 10 ms: CPU per tick, beside a no-timer floor.
 //! - `delay-queue`: 1M inserts, 1M resets and 500k removes; expiry throughput; bytes per item.
 //! - `hyper-idle`: 10k idle hyper connections, the header-read timer on the wheel or on
@@ -65,19 +65,18 @@
 //!
 //! The shared pieces: [`report`] (interleaved repetitions, medians, ratios, tables, the summary),
 //! [`rt`] (runtime flavours, Tokio's alt timer when built in), [`sleep_systems`] (the sleeps
-//! compared, for measurements generic over them), [`sleepers`] (tasks that record how late
+//! compared, for measurements generic over them), [`lateness`] (tasks that record how late
 //! their sleep woke them), [`poll`] (polling by hand), [`alloc`] (a counting
 //! allocator), [`cpu`] (CPU time from `/proc`). Sizes live in each workload, full and `--quick`
 //! side by side (`ctx.size(full, quick)`); keep the quick ones tiny, CI runs them.
 
 mod alloc;
 mod cpu;
+mod lateness;
 mod poll;
 mod report;
 mod rt;
 mod sleep_systems;
-mod sleepers;
-mod test_util;
 mod workloads;
 
 use crate::cpu::Load;
@@ -154,7 +153,7 @@ fn main() {
         print!("{}", workload_list());
         return;
     }
-    if test_util::enabled() {
+    if tokio_timing_wheel::tokio_has_test_util() {
         eprintln!(
             "Tokio's test-util feature is compiled into this build (feature unification with \
              the library's dev-dependencies?), so every Instant::now() pays for the paused-clock \

@@ -13,7 +13,7 @@ use tokio::task::futures::TaskLocalFuture;
 use tower::{Layer, Service};
 
 use super::{parse_grpc_timeout, Deadline};
-use crate::on_timer::OnTimer;
+use crate::integrations::timer_ref::TimerRef;
 use crate::Timer;
 
 /// The `grpc-status` of DEADLINE_EXCEEDED.
@@ -47,7 +47,7 @@ const DEADLINE_EXCEEDED: &str = "4";
 #[derive(Clone, Debug, Default)]
 pub struct GrpcTimeoutLayer {
     max: Option<Duration>,
-    timer: OnTimer,
+    timer: TimerRef,
 }
 
 impl GrpcTimeoutLayer {
@@ -93,7 +93,7 @@ impl GrpcTimeoutLayer {
     /// # }
     /// ```
     pub fn timer(mut self, timer: Timer) -> GrpcTimeoutLayer {
-        self.timer = OnTimer::from(timer);
+        self.timer = TimerRef::from(timer);
         self
     }
 }
@@ -124,7 +124,7 @@ impl<S> Layer<S> for GrpcTimeoutLayer {
 pub struct GrpcTimeout<S> {
     inner: S,
     max: Option<Duration>,
-    timer: OnTimer,
+    timer: TimerRef,
 }
 
 impl<S> GrpcTimeout<S> {

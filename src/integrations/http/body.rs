@@ -14,7 +14,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-use crate::on_timer::OnTimer;
+use crate::integrations::timer_ref::TimerRef;
 use crate::{Sleep, Timer};
 
 type BoxError = Box<dyn StdError + Send + Sync>;
@@ -86,7 +86,7 @@ pin_project! {
         sleep: Option<Sleep>,
         // A frame arrived since the timer was last placed: move it at the next wait.
         moved: bool,
-        timer: OnTimer,
+        timer: TimerRef,
     }
 }
 
@@ -99,10 +99,10 @@ impl<B> TimeoutBody<B> {
     ///
     /// See [`TimeoutBody`].
     pub fn new(timeout: Duration, body: B) -> TimeoutBody<B> {
-        TimeoutBody::with_timer(timeout, body, OnTimer::default())
+        TimeoutBody::with_timer(timeout, body, TimerRef::default())
     }
 
-    fn with_timer(timeout: Duration, body: B, timer: OnTimer) -> TimeoutBody<B> {
+    fn with_timer(timeout: Duration, body: B, timer: TimerRef) -> TimeoutBody<B> {
         TimeoutBody {
             body,
             timeout,
@@ -196,7 +196,7 @@ macro_rules! body_layer {
         #[derive(Clone, Debug)]
         pub struct $layer {
             timeout: Duration,
-            timer: OnTimer,
+            timer: TimerRef,
         }
 
         impl $layer {
@@ -208,7 +208,7 @@ macro_rules! body_layer {
             pub fn new(timeout: Duration) -> $layer {
                 $layer {
                     timeout,
-                    timer: OnTimer::default(),
+                    timer: TimerRef::default(),
                 }
             }
 
@@ -228,7 +228,7 @@ macro_rules! body_layer {
             /// # }
             /// ```
             pub fn timer(mut self, timer: Timer) -> $layer {
-                self.timer = OnTimer::from(timer);
+                self.timer = TimerRef::from(timer);
                 self
             }
         }
@@ -254,7 +254,7 @@ macro_rules! body_layer {
         pub struct $service<S> {
             inner: S,
             timeout: Duration,
-            timer: OnTimer,
+            timer: TimerRef,
         }
 
         impl<S> $service<S> {
@@ -340,7 +340,7 @@ pin_project! {
         #[pin]
         inner: F,
         timeout: Duration,
-        timer: OnTimer,
+        timer: TimerRef,
     }
 }
 

@@ -10,7 +10,7 @@ use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
-use crate::on_timer::OnTimer;
+use crate::integrations::timer_ref::TimerRef;
 use crate::Timer;
 
 /// Applies [`Timeout`] to a service: tower-http's `TimeoutLayer`, on the wheel.
@@ -42,7 +42,7 @@ use crate::Timer;
 pub struct TimeoutLayer {
     timeout: Duration,
     status: StatusCode,
-    timer: OnTimer,
+    timer: TimerRef,
 }
 
 impl TimeoutLayer {
@@ -75,7 +75,7 @@ impl TimeoutLayer {
         TimeoutLayer {
             timeout,
             status,
-            timer: OnTimer::default(),
+            timer: TimerRef::default(),
         }
     }
 
@@ -96,7 +96,7 @@ impl TimeoutLayer {
     /// # }
     /// ```
     pub fn timer(mut self, timer: Timer) -> TimeoutLayer {
-        self.timer = OnTimer::from(timer);
+        self.timer = TimerRef::from(timer);
         self
     }
 }
@@ -127,7 +127,7 @@ pub struct Timeout<S> {
     inner: S,
     timeout: Duration,
     status: StatusCode,
-    timer: OnTimer,
+    timer: TimerRef,
 }
 
 impl<S> Timeout<S> {

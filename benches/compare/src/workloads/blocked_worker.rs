@@ -18,11 +18,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Ctx, Workload};
+use crate::lateness::{lateness_stats, Sleepers};
 use crate::poll::poll_once;
 use crate::report::{interleaved, print_table, ratios, unmeasured_row, Summary};
 use crate::rt::{run_task, Flavor, ALT_TIMER_MISSING};
 use crate::sleep_systems::{MakeSleep, SleepBench, SleepSystem};
-use crate::sleepers::{lateness_stats, Sleepers};
 
 pub(crate) const WORKLOAD: Workload = Workload {
     name: "blocked-worker",

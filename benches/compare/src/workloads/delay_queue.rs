@@ -31,9 +31,9 @@ use tokio::time::Instant;
 use super::{Ctx, Workload};
 use crate::alloc::Meter;
 use crate::cpu::current_thread_cpu_ns;
+use crate::lateness::spread_at;
 use crate::report::{interleaved, print_table, rate, ratio, target, Summary};
 use crate::rt::Flavor;
-use crate::sleepers::spread_at;
 
 pub(crate) const WORKLOAD: Workload = Workload {
     name: "delay-queue",

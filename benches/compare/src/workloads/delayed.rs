@@ -23,9 +23,9 @@ use tokio_timing_wheel::spawn_after;
 use super::{Ctx, Workload};
 use crate::alloc::Meter;
 use crate::cpu::{process_ticks, TICK_MS};
+use crate::lateness::spread_at;
 use crate::report::{interleaved, print_table, rate, ratio, Summary};
 use crate::rt::Flavor;
-use crate::sleepers::spread_at;
 
 pub(crate) const WORKLOAD: Workload = Workload {
     name: "delayed",

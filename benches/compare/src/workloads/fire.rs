@@ -12,10 +12,10 @@
 use std::time::Duration;
 
 use super::{Ctx, Workload};
+use crate::lateness::{lateness_stats, spread_at, Sleepers};
 use crate::report::{interleaved, print_table, unmeasured_row, Summary};
 use crate::rt::{run_task, Flavor, ALT_TIMER_MISSING};
 use crate::sleep_systems::{MakeSleep, SleepBench, SleepSystem};
-use crate::sleepers::{lateness_stats, spread_at, Sleepers};
 
 pub(crate) const WORKLOAD: Workload = Workload {
     name: "fire",

@@ -28,10 +28,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Ctx, Workload};
+use crate::lateness::{lateness_stats, Sleepers};
 use crate::report::{interleaved, print_table, ratios, unmeasured_row, Summary};
 use crate::rt::{run_task, Flavor, ALT_TIMER_MISSING};
 use crate::sleep_systems::{MakeSleep, SleepBench, SleepSystem};
-use crate::sleepers::{lateness_stats, Sleepers};
 
 pub(crate) const WORKLOAD: Workload = Workload {
     name: "fire-load",

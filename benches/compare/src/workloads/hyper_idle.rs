@@ -53,9 +53,9 @@ use tower::ServiceBuilder;
 use super::{Ctx, Workload};
 use crate::alloc::Meter;
 use crate::cpu::thread_cpu_ns;
+use crate::lateness::lateness_stats;
 use crate::report::{interleaved, print_table, rate, ratio, ratios, unmeasured_row, Reps, Summary};
 use crate::rt::{run_task, Flavor};
-use crate::sleepers::lateness_stats;
 
 pub(crate) const WORKLOAD: Workload = Workload {
     name: "hyper-idle",

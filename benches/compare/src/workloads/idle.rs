@@ -2,15 +2,15 @@
 //!
 //! 100k sleeps pending 1 h away, registered and held by a spawned task on a fresh multi-thread
 //! runtime (`--workers`), then 10 s of real idle: process CPU time (user + sys,
-//! `/proc/self/stat`), the CPU of the runtime's own threads, and for ours the driver wakeups
-//! over those 10 s (`Timer::metrics().driver_wakeups`; must be 0: the earliest bucket of a
+//! `/proc/self/stat`), the CPU of the runtime's own threads, and for ours the firing passes
+//! over those 10 s (`Timer::metrics().passes`; must be 0: the earliest bucket of a
 //! one-hour timer is minutes away), against a runtime with no timer at all and
 //! `tokio::time::sleep`. pingora's clock thread, once started by an earlier workload, wakes every
 //! 10 ms for the rest of the process: hence the CPU of the runtime's threads alone.
 //!
-//! The paused-time check that a one-hour sleep costs a handful of driver wakeups (one per wheel
+//! The paused-time check that a one-hour sleep costs a handful of firing passes (one per wheel
 //! level on its way down), not one per tick, is a test, not a benchmark: `tests/sleep.rs`,
-//! `an_hour_sleep_costs_a_handful_of_driver_wakeups` (paused time needs Tokio's `test-util`,
+//! `an_hour_sleep_costs_a_handful_of_passes` (paused time needs Tokio's `test-util`,
 //! which this suite must not enable).
 
 use std::future::Future;
@@ -27,7 +27,7 @@ use crate::rt::Flavor;
 
 pub(crate) const WORKLOAD: Workload = Workload {
     name: "idle",
-    about: "100k sleeps 1 h away, 10 s of real idle: CPU, and our driver wakeups (must be 0)",
+    about: "100k sleeps 1 h away, 10 s of real idle: CPU, and our firing passes (must be 0)",
     run,
 };
 
@@ -35,8 +35,8 @@ const SLEEP: Duration = Duration::from_secs(3600);
 
 /// `n` timers made by `make`, registered and held by a spawned task on a fresh runtime whose
 /// threads are named `thread_name`, then `idle` of real time with nothing to do. Returns
-/// `[process ticks, runtime-thread ticks, driver wakeups]`, the last one NaN unless `ours` (the
-/// timers are ours: count our default timer's driver wakeups).
+/// `[process ticks, runtime-thread ticks, firing passes]`, the last one NaN unless `ours` (the
+/// timers are ours: count our default timer's firing passes).
 fn idle_cpu<M, S>(
     workers: usize,
     thread_name: &str,
@@ -65,7 +65,7 @@ where
         ours.then(Timer::current)
     });
     std::thread::sleep(Duration::from_millis(100));
-    let wakeups = |t: &Option<Timer>| t.as_ref().map(|t| t.metrics().driver_wakeups);
+    let wakeups = |t: &Option<Timer>| t.as_ref().map(|t| t.metrics().passes);
     let (p0, t0, w0) = (process_ticks(), thread_ticks(thread_name), wakeups(&timer));
     std::thread::sleep(idle);
     let (p1, t1, w1) = (process_ticks(), thread_ticks(thread_name), wakeups(&timer));
@@ -116,7 +116,7 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
             "system",
             "process CPU ticks",
             "runtime threads CPU ticks",
-            "our driver wakeups (must be 0)",
+            "our firing passes (must be 0)",
         ],
         &rows,
     );
@@ -131,7 +131,7 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         |x| format!("{x:.0} ticks"),
     );
     summary.add_text(
-        &format!("driver wakeups over {idle:?} idle (must be 0)"),
+        &format!("firing passes over {idle:?} idle (must be 0)"),
         &format!("{:.0}", ours[2]),
         "a 1 ms ticker",
         &format!("{}", idle.as_millis()),

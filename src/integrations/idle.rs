@@ -11,7 +11,8 @@ use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-use crate::on_timer::OnTimer;
+use super::timer_ref::TimerRef;
+use crate::clock::deadline_after;
 use crate::{Sleep, Timer};
 
 pin_project! {
@@ -91,7 +92,7 @@ pin_project! {
         // a reader and a writer in two tasks each get their own wakeup.
         read_sleep: Option<Sleep>,
         write_sleep: Option<Sleep>,
-        timer: OnTimer,
+        timer: TimerRef,
         timed_out: bool,
     }
 }
@@ -114,15 +115,9 @@ impl Limits {
             (last_write, self.write),
         ]
         .into_iter()
-        .filter_map(|(since, limit)| Some(saturating_add(since, limit?)))
+        .filter_map(|(since, limit)| Some(deadline_after(since, limit?)))
         .min()
     }
-}
-
-/// `at + limit`, saturating about 30 years on (as the rest of the crate does).
-fn saturating_add(at: Instant, limit: Duration) -> Instant {
-    const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
-    at.checked_add(limit).unwrap_or_else(|| at + FAR.min(limit))
 }
 
 /// Builds an [`IdleTimeout`] with separate read and write limits, or on an explicit
@@ -152,7 +147,7 @@ fn saturating_add(at: Instant, limit: Duration) -> Instant {
 #[derive(Clone, Debug, Default)]
 pub struct IdleTimeoutBuilder {
     limits: Limits,
-    timer: OnTimer,
+    timer: TimerRef,
 }
 
 impl IdleTimeoutBuilder {
@@ -177,7 +172,7 @@ impl IdleTimeoutBuilder {
 
     /// Uses `timer` rather than the default timer of the runtime the stream is polled on.
     pub fn timer(mut self, timer: Timer) -> Self {
-        self.timer = OnTimer::from(timer);
+        self.timer = TimerRef::from(timer);
         self
     }
 
@@ -307,7 +302,7 @@ impl std::error::Error for IdleElapsed {}
 fn wait_idle(
     sleep: &mut Option<Sleep>,
     deadline: Option<Instant>,
-    timer: &OnTimer,
+    timer: &TimerRef,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
     let Some(deadline) = deadline else {

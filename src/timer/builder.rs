@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
+use super::Timer;
 use crate::driver::Driver;
 use crate::error::BuildError;
-use crate::timer::Timer;
 use crate::wheel::MAX_WHEEL_SIZE;
 
 /// Builds a [`Timer`] with a chosen tick, wheel size and limit.
@@ -18,7 +18,7 @@ use crate::wheel::MAX_WHEEL_SIZE;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let err = Timer::builder().wheel_size(100).build().unwrap_err();
-/// assert_eq!(err, BuildError::InvalidWheelSize(100));
+/// assert_eq!(err, BuildError::InvalidWheelSize { size: 100, max: 65536 });
 /// let timer = Timer::builder().tick(Duration::from_micros(500)).build().unwrap();
 /// assert_eq!(timer.tick(), Duration::from_micros(500));
 /// # }
@@ -113,14 +113,22 @@ impl Builder {
             return Err(BuildError::TickTooLarge);
         }
         if !self.wheel_size.is_power_of_two() || !(2..=MAX_WHEEL_SIZE).contains(&self.wheel_size) {
-            return Err(BuildError::InvalidWheelSize(self.wheel_size));
+            return Err(BuildError::InvalidWheelSize {
+                size: self.wheel_size,
+                max: MAX_WHEEL_SIZE,
+            });
         }
         if self.max_pending == Some(0) {
             return Err(BuildError::ZeroMaxPending);
         }
         match self.shards {
             Some(0) => return Err(BuildError::ZeroShards),
-            Some(n) if n > MAX_SHARDS => return Err(BuildError::TooManyShards(n)),
+            Some(n) if n > MAX_SHARDS => {
+                return Err(BuildError::TooManyShards {
+                    shards: n,
+                    max: MAX_SHARDS,
+                })
+            }
             _ => {}
         }
         // The driver sleeps on Tokio's timer; without a time driver that would panic later.

@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::runtime::{Handle, Id};
 
-use crate::builder::Builder;
+use super::builder::Builder;
+use super::Timer;
 use crate::driver::shard::Shard;
-use crate::timer::Timer;
+use crate::loom::lock_std;
 
 /// Default timers by runtime. Entries of shut-down timers are purged on the next miss.
 static REGISTRY: Mutex<Vec<(Id, Timer)>> = Mutex::new(Vec::new());
@@ -40,7 +41,7 @@ pub(crate) fn current_shard() -> Arc<Shard> {
     };
     let id = handle.id();
     let cached = CACHE.with(|c| match &*c.borrow() {
-        Some((cid, shard)) if *cid == id && !shard.driver.is_shutdown() => Some(shard.clone()),
+        Some((cid, shard)) if *cid == id && !shard.is_shutdown() => Some(shard.clone()),
         _ => None,
     });
     if let Some(shard) = cached {
@@ -56,9 +57,7 @@ pub(crate) fn current_shard() -> Arc<Shard> {
 #[track_caller]
 pub(crate) fn current_timer(handle: Handle) -> Timer {
     let id = handle.id();
-    let mut registry = REGISTRY
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut registry = lock_std(&REGISTRY);
     registry.retain(|(_, t)| !t.is_shutdown());
     if let Some((_, t)) = registry.iter().find(|(rid, _)| *rid == id) {
         return t.clone();

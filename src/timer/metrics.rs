@@ -13,8 +13,8 @@
 /// let timer = Timer::builder().build().unwrap();
 /// timer.sleep(Duration::from_secs(3600)).await;
 /// let m = timer.metrics();
-/// // An hour-long sleep costs a handful of driver wakeups, not 3.6 million ticks.
-/// assert!(m.driver_wakeups < 10, "{m:?}");
+/// // An hour-long sleep costs a handful of firing passes, not 3.6 million ticks.
+/// assert!(m.passes < 10, "{m:?}");
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -22,9 +22,9 @@
 pub struct TimerMetrics {
     /// Timers currently in the wheel.
     pub pending: usize,
-    /// Firing passes over the shards: one each time the timer's Tokio sleep fired (the
-    /// name predates the driver task's removal).
-    pub driver_wakeups: u64,
+    /// Firing passes over the shards: one each time the timer's alarm (its Tokio sleep)
+    /// fired.
+    pub passes: u64,
     /// Entries moved down a level when their bucket expired.
     pub cascades: u64,
     /// Buckets flushed.

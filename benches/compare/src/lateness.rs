@@ -1,4 +1,5 @@
-//! Sleeping tasks that record how late they woke: the probe of the firing workloads.
+//! How late timers fire, as a user sees it: sleeping tasks that record how late they woke
+//! (the probe of the firing workloads, beside `sleep_systems.rs`, the systems they sleep on).
 //!
 //! One spawned task per deadline registers its sleep (polls it once, with its own waker, on
 //! whichever worker runs it), reports that, then awaits the sleep and records

@@ -1,4 +1,4 @@
-//! `OnTimer`: the runtime's default timer or an explicit one, as the integrations hold it.
+//! `TimerRef`: the runtime's default timer or an explicit one, as the integrations hold it.
 
 use std::fmt;
 
@@ -10,9 +10,9 @@ use crate::{sleep_wheel_until, Sleep, Timer};
 /// of the runtime each timer is created on, resolved at that moment, so the integration can
 /// be built outside a runtime.
 #[derive(Clone, Default)]
-pub(crate) struct OnTimer(Option<Timer>);
+pub(crate) struct TimerRef(Option<Timer>);
 
-impl OnTimer {
+impl TimerRef {
     #[cfg(feature = "hyper")] // HyperTimer's sleeps
     pub(crate) fn sleep(&self, duration: std::time::Duration) -> Sleep {
         match &self.0 {
@@ -41,7 +41,7 @@ impl OnTimer {
     }
 }
 
-impl OnTimer {
+impl TimerRef {
     #[cfg(feature = "grpc")] // the gRPC deadline's response futures
     pub(crate) fn timeout_at<F: std::future::IntoFuture>(
         &self,
@@ -55,13 +55,13 @@ impl OnTimer {
     }
 }
 
-impl From<Timer> for OnTimer {
-    fn from(timer: Timer) -> OnTimer {
-        OnTimer(Some(timer))
+impl From<Timer> for TimerRef {
+    fn from(timer: Timer) -> TimerRef {
+        TimerRef(Some(timer))
     }
 }
 
-impl fmt::Debug for OnTimer {
+impl fmt::Debug for TimerRef {
     /// Says which timer; never prints or locks the wheel.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {

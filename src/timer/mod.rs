@@ -1,0 +1,205 @@
+//! `Timer`: a cheap handle to one timing wheel and its driver.
+
+pub(crate) mod builder;
+pub(crate) mod default;
+pub(crate) mod metrics;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use self::builder::Builder;
+use self::default::{current_timer, NO_RUNTIME};
+use self::metrics::TimerMetrics;
+use crate::driver::shard::{this_thread_shard, Shard};
+use crate::driver::Driver;
+
+/// A hierarchical timing wheel, fired from inside Tokio's own timer processing.
+///
+/// `Timer` is a cheap handle (`Clone + Send + Sync`); clones share the wheel. Most programs do
+/// not need one: the free functions ([`sleep_wheel`](crate::sleep_wheel),
+/// [`timeout`](crate::timeout), [`spawn_after`](crate::spawn_after), ...) use a default timer
+/// (1 ms tick, 64 buckets per level, no limit) created lazily for each Tokio runtime. Build
+/// your own to choose the tick, the wheel size or a limit on pending timers.
+///
+/// # Lifetime
+///
+/// The timer is bound to the runtime that built it: that runtime's time driver fires it, and
+/// delayed tasks spawn onto it. The timer lives until it is [shut down](Timer::shutdown), its
+/// runtime shuts down, or every `Timer` handle, every future it made and every pending delayed
+/// task is gone. Dropping the handles alone does not stop pending sleeps, timeouts or delayed
+/// tasks: they keep the timer alive. A timer costs its runtime one task that never wakes (it
+/// notices the runtime's shutdown) and, while something is pending, one Tokio sleep.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tokio_timing_wheel::Timer;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let timer = Timer::builder()
+///     .tick(Duration::from_millis(10))
+///     .wheel_size(128)
+///     .max_pending(100_000)
+///     .build()
+///     .expect("valid settings, inside a runtime");
+///
+/// timer.sleep(Duration::from_millis(50)).await;
+/// let r = timer.timeout(Duration::from_secs(1), async { 42 }).await;
+/// assert_eq!(r, Ok(42));
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Timer {
+    /// The timer's shards; each refers to the driver.
+    shards: Arc<[Arc<Shard>]>,
+}
+
+impl fmt::Debug for Timer {
+    /// Bounded and lock-free: the settings and state, never the wheels' contents.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timer")
+            .field("tick", &self.tick())
+            .field("shards", &self.shards.len())
+            .field("shutdown", &self.is_shutdown())
+            .finish()
+    }
+}
+
+impl Timer {
+    /// A builder with the defaults: 1 ms tick, 64 buckets per level, no limit.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// The default timer of the current Tokio runtime, the one the free functions use
+    /// (created on first use: 1 ms tick, 64 buckets per level, no limit).
+    ///
+    /// Shutting it down resolves the futures already registered on it (see
+    /// [`Timer::shutdown`]); the next free-function call on that runtime then creates a new
+    /// default timer, so later `sleep_wheel`/`timeout` calls keep working.
+    ///
+    /// # Panics
+    ///
+    /// Outside a Tokio runtime, or if the runtime has no time driver.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::{sleep_wheel, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut s = tokio_test::task::spawn(sleep_wheel(Duration::from_secs(5)));
+    /// assert!(s.poll().is_pending()); // registered on first poll
+    /// assert_eq!(Timer::current().pending(), 1);
+    /// drop(s); // cancelled
+    /// assert_eq!(Timer::current().pending(), 0);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn current() -> Timer {
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => current_timer(h),
+            Err(_) => panic!("{}", NO_RUNTIME),
+        }
+    }
+
+    pub(crate) fn from_shards(shards: Box<[Arc<Shard>]>) -> Timer {
+        Timer {
+            shards: shards.into(),
+        }
+    }
+
+    /// The shard the calling thread registers into.
+    pub(crate) fn shard(&self) -> &Arc<Shard> {
+        &self.shards[this_thread_shard(self.shards.len())]
+    }
+
+    pub(crate) fn driver(&self) -> &Arc<Driver> {
+        self.shards[0].driver()
+    }
+
+    /// The current instant on the timer's clock.
+    pub(crate) fn now(&self) -> tokio::time::Instant {
+        self.shards[0].now()
+    }
+
+    /// Number of timers currently registered in the wheel (sleeps and timeouts that have been
+    /// polled and not yet fired or dropped, and delayed tasks not yet started or cancelled).
+    pub fn pending(&self) -> usize {
+        self.shards.iter().map(|s| s.len()).sum()
+    }
+
+    /// A snapshot of the timer's counters (takes each shard's lock briefly).
+    pub fn metrics(&self) -> TimerMetrics {
+        let mut m = TimerMetrics {
+            passes: self.driver().passes(),
+            ..TimerMetrics::default()
+        };
+        for shard in self.shards.iter() {
+            let wheel = shard.lock();
+            let s = wheel.stats();
+            m.pending += wheel.len();
+            m.cascades += s.cascades;
+            m.bucket_flushes += s.flushes;
+            m.heap_pushes += s.heap_pushes;
+            m.levels = m.levels.max(wheel.levels());
+        }
+        m
+    }
+
+    /// Gives memory back now: each shard's slab of entries if it is empty (a shard also does
+    /// this by itself when it empties while holding more than a few thousand slots), spare
+    /// bucket-heap capacity, and empty top levels of its wheel. Pending timers are unaffected.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::Timer;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::builder().build().unwrap();
+    /// let burst: Vec<_> = (0..1000).map(|_| timer.try_sleep(Duration::from_secs(3600)).unwrap()).collect();
+    /// drop(burst);
+    /// timer.shrink_to_fit();
+    /// assert_eq!(timer.pending(), 0);
+    /// # }
+    /// ```
+    pub fn shrink_to_fit(&self) {
+        for shard in self.shards.iter() {
+            shard.lock().shrink_to_fit();
+        }
+    }
+
+    /// The tick this timer was built with.
+    pub fn tick(&self) -> Duration {
+        self.driver().tick()
+    }
+
+    /// Shuts the timer down: every pending sleep completes, every pending timeout resolves to
+    /// an [`Elapsed`](crate::Elapsed) error whose [`is_shutdown`](crate::Elapsed::is_shutdown)
+    /// is true, every pending delayed task resolves with a
+    /// [shutdown error](crate::DelayedError::is_shutdown) without running, and the timer's
+    /// Tokio sleep and task go. Futures created afterwards resolve the same way at once; `try_*`
+    /// methods return [`TimerError::Shutdown`](crate::TimerError::Shutdown). Calling it again does nothing.
+    ///
+    /// A sleep or timeout whose deadline had already passed when the timer shut down counts
+    /// as elapsed, not as shut down ([`Sleep::is_shutdown`](crate::Sleep::is_shutdown) is
+    /// false), even if it is first polled afterwards.
+    ///
+    /// The same happens when the timer's runtime shuts down.
+    pub fn shutdown(&self) {
+        self.driver().shutdown();
+    }
+
+    /// Whether the timer has been shut down.
+    pub fn is_shutdown(&self) -> bool {
+        self.driver().is_shutdown()
+    }
+}

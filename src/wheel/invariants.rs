@@ -1,0 +1,119 @@
+//! The wheel's structural invariants, checked in tests and, in debug builds, by the driver's
+//! passes.
+
+use super::entry::{List, DUE, IMMINENT, NIL, PARKED};
+use super::level::bucket_id;
+use super::Wheel;
+
+impl<T, P> Wheel<T, P> {
+    /// Checks every structural invariant; panics on the first violation. O(entries + buckets).
+    #[cfg(any(test, debug_assertions))] // tests, and the driver's passes in debug builds
+    pub(crate) fn assert_invariants(&self) {
+        assert!(self.levels.len() <= self.geo.max_levels, "too many levels");
+        let live: std::collections::HashSet<(u64, u32)> = self.heap.iter().collect();
+        let mut linked = 0;
+        // Due list: consistent links, every deadline already reached.
+        linked += self.check_list(&self.due, DUE, |d| {
+            assert!(d <= self.now, "due entry {d} after now {}", self.now)
+        });
+        linked += self.check_list(&self.imminent.list, IMMINENT, |d| {
+            assert!(
+                d > self.now,
+                "imminent entry {d} already due at {}",
+                self.now
+            );
+            assert_eq!(
+                self.geo.tick_of(d),
+                self.now_tick,
+                "imminent entry {d} in a later tick"
+            );
+        });
+        let parked = self.check_list(&self.parked, PARKED, |_| {});
+        assert_eq!(parked, self.parked_len, "parked count");
+        linked += parked;
+        let mut idx = self.parked.head;
+        while idx != NIL {
+            assert!(
+                self.entries[idx as usize].persistent,
+                "only persistent entries park"
+            );
+            idx = self.entries[idx as usize].next;
+        }
+        assert_eq!(
+            self.now_tick,
+            self.geo.tick_of(self.now),
+            "cached tick of now"
+        );
+        // Every imminent entry is indexed by a heap item with its current deadline.
+        let indexed: std::collections::HashSet<(u64, u32, u64)> =
+            self.imminent.heap_items().collect();
+        let mut idx = self.imminent.list.head;
+        while idx != NIL {
+            let e = &self.entries[idx as usize];
+            assert!(
+                indexed.contains(&(e.deadline, idx, e.generation)),
+                "imminent entry {idx} missing from its heap"
+            );
+            idx = e.next;
+        }
+        for (k, lvl) in self.levels.iter().enumerate() {
+            let mut in_level = 0;
+            for (slot, b) in lvl.buckets.iter().enumerate() {
+                let id = bucket_id(k, slot);
+                let n = self.check_list(&b.list, id, |d| {
+                    assert!(
+                        d >= b.expiration,
+                        "entry {d} before its bucket {}",
+                        b.expiration
+                    )
+                });
+                if n > 0 && self.flushing == Some(id) {
+                    assert!(!b.queued, "a flushing bucket left the heap");
+                    assert_eq!(b.expiration, self.now, "time stays at a flushing bucket");
+                } else if n > 0 {
+                    assert!(b.queued, "non-empty bucket {k}/{slot} is not queued");
+                    assert!(b.expiration >= self.now, "bucket behind the wheel's time");
+                    let tick = self.geo.tick_of(b.expiration);
+                    assert_eq!(self.geo.slot_for(tick, k), (slot, b.expiration));
+                }
+                if b.queued {
+                    assert!(
+                        live.contains(&(b.expiration, id)),
+                        "queued bucket not in heap"
+                    );
+                }
+                in_level += n;
+            }
+            assert_eq!(in_level, lvl.len, "level {k} count");
+            linked += in_level;
+        }
+        assert_eq!(linked, self.entries.len(), "entries reachable from lists");
+        let queued: usize = self.levels.iter().map(|l| l.queued).sum();
+        for (k, lvl) in self.levels.iter().enumerate() {
+            let n = lvl.buckets.iter().filter(|b| b.queued).count();
+            assert_eq!(n, lvl.queued, "level {k} queued count");
+        }
+        assert_eq!(
+            self.heap.len(),
+            queued,
+            "one heap item per queued bucket, no duplicates"
+        );
+    }
+
+    /// Checks list `list` of bucket `id` (links, bucket ids, deadlines); returns its length.
+    #[cfg(any(test, debug_assertions))]
+    fn check_list(&self, list: &List, id: u32, check_deadline: impl Fn(u64)) -> usize {
+        let (mut n, mut prev, mut idx) = (0, NIL, list.head);
+        while idx != NIL {
+            let e = &self.entries[idx as usize];
+            assert_eq!(e.bucket, id, "entry in the wrong list");
+            assert_eq!(e.prev, prev, "broken prev link");
+            check_deadline(e.deadline);
+            n += 1;
+            prev = idx;
+            idx = e.next;
+        }
+        assert_eq!(list.tail, prev, "broken tail");
+        n
+    }
+}

@@ -1,0 +1,57 @@
+//! Which entry the wheel hands out next, found without advancing time.
+
+use super::entry::{List, NIL};
+use super::persist::Persistence;
+use super::{Key, Wheel};
+
+impl<T, P: Persistence<T>> Wheel<T, P> {
+    /// The entry that [`poll`](Self::poll) hands out first once time allows: the head of the
+    /// due list if any entry is due, otherwise an entry with the earliest deadline (ties in
+    /// any order). Parked entries are not counted. `None` when no entry waits.
+    ///
+    /// Costs one look at every bucket, plus a walk of the buckets that can hold the earliest
+    /// deadline: an entry's deadline is never before its bucket's expiration, so only
+    /// buckets expiring before the best deadline found so far need a walk (usually one).
+    pub(crate) fn peek(&self) -> Option<Key> {
+        if self.due.head != NIL {
+            return Some(self.key_of(self.due.head));
+        }
+        let mut best: Option<(u64, u32)> = None;
+        let consider = |best: &mut Option<(u64, u32)>, list: &List| {
+            let mut idx = list.head;
+            while idx != NIL {
+                let d = self.entries[idx as usize].deadline;
+                if best.map_or(true, |(b, _)| d < b) {
+                    *best = Some((d, idx));
+                }
+                idx = self.entries[idx as usize].next;
+            }
+        };
+        consider(&mut best, &self.imminent.list);
+        let buckets = || {
+            self.levels
+                .iter()
+                .flat_map(|l| l.buckets.iter())
+                .filter(|b| !b.list.is_empty())
+        };
+        // The earliest bucket first, so that the pass below usually walks no other.
+        if let Some(first) = buckets().min_by_key(|b| b.expiration) {
+            if best.map_or(true, |(d, _)| first.expiration < d) {
+                consider(&mut best, &first.list);
+            }
+        }
+        for b in buckets() {
+            if best.map_or(true, |(d, _)| b.expiration < d) {
+                consider(&mut best, &b.list);
+            }
+        }
+        best.map(|(_, idx)| self.key_of(idx))
+    }
+
+    pub(super) fn key_of(&self, idx: u32) -> Key {
+        Key {
+            index: idx,
+            generation: self.entries[idx as usize].generation,
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! `Timer`'s shutdown and lifetime: shutdown resolves everything pending, dropping the runtime
+//! does too, dropped handles stop nothing, and each runtime has its own default timer.
+
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_test::{assert_pending, assert_ready, task};
+use tokio_timing_wheel::{sleep_wheel, spawn_after, Timer, TimerError};
+
+mod common;
+use common::{ms, settle};
+
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+// ---------------------------------------------------------------------------------------------
+// shutdown()
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_resolves_everything_pending() {
+    let base = alive_tasks();
+    let timer = Timer::builder().build().unwrap();
+    assert_eq!(alive_tasks(), base + 1, "the timer's sentinel task");
+    let start = Instant::now();
+
+    let t = timer.clone();
+    let sleeper = tokio::spawn(async move {
+        let mut s = t.sleep(Duration::from_secs(3_600));
+        (&mut s).await;
+        (s.is_shutdown(), s.is_elapsed())
+    });
+    let t = timer.clone();
+    let timeouter = tokio::spawn(async move {
+        t.timeout(Duration::from_secs(3_600), std::future::pending::<()>())
+            .await
+    });
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let delayed = timer.spawn_after(Duration::from_secs(3_600), async move {
+        flag.store(true, SeqCst);
+    });
+    // Created before shutdown, polled only after it.
+    let unpolled = timer.sleep(Duration::from_secs(3_600));
+    settle().await;
+    assert_eq!(timer.pending(), 3);
+    assert!(!timer.is_shutdown());
+
+    timer.shutdown();
+    assert!(timer.is_shutdown());
+    assert_eq!(timer.pending(), 0);
+    timer.shutdown(); // a no-op
+    assert!(timer.is_shutdown());
+
+    let (is_shutdown, is_elapsed) = sleeper.await.unwrap();
+    assert!(is_shutdown, "a pending sleep completes with is_shutdown()");
+    assert!(is_elapsed);
+    let err = timeouter.await.unwrap().unwrap_err();
+    assert!(
+        err.is_shutdown(),
+        "a pending timeout errs with is_shutdown()"
+    );
+    assert!(delayed.is_finished());
+    let err = delayed.await.unwrap_err();
+    assert!(err.is_shutdown(), "{err:?}");
+    let mut unpolled = unpolled;
+    (&mut unpolled).await;
+    assert!(unpolled.is_shutdown());
+    assert!(start.elapsed() < Duration::from_secs(1), "resolved at once");
+
+    // New registrations after shutdown.
+    let mut s = timer.sleep(Duration::from_secs(3_600));
+    (&mut s).await;
+    assert!(s.is_shutdown());
+    timer.sleep_until(Instant::now() + ms(5)).await;
+    assert_eq!(timer.try_sleep(ms(5)).unwrap_err(), TimerError::Shutdown);
+    assert_eq!(
+        timer.try_sleep_until(Instant::now() + ms(5)).unwrap_err(),
+        TimerError::Shutdown
+    );
+    assert_eq!(
+        timer
+            .try_timeout(ms(5), std::future::ready(()))
+            .unwrap_err(),
+        TimerError::Shutdown
+    );
+    assert!(timer
+        .timeout(ms(5), std::future::pending::<()>())
+        .await
+        .unwrap_err()
+        .is_shutdown());
+    let ran2 = Arc::new(AtomicBool::new(false));
+    let flag2 = ran2.clone();
+    let late = timer.spawn_after(ms(5), async move { flag2.store(true, SeqCst) });
+    assert!(late.is_finished());
+    assert!(late.await.unwrap_err().is_shutdown());
+    let late = timer
+        .try_spawn_after(Duration::ZERO, async {})
+        .expect("a shut-down timer hands back a resolved task");
+    assert!(late.await.unwrap_err().is_shutdown());
+    assert!(start.elapsed() < Duration::from_secs(1), "resolved at once");
+    assert_eq!(timer.pending(), 0);
+
+    tokio::time::sleep(Duration::from_secs(7_200)).await;
+    settle().await;
+    assert!(!ran.load(SeqCst), "a shut-down delayed task never runs");
+    assert!(!ran2.load(SeqCst));
+    assert_eq!(alive_tasks(), base, "the sentinel task ended");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lifetime
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn dropping_the_runtime_resolves_pending_delayed_tasks() {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (default_task, explicit_task, started_task, queued_task, started) =
+            rt.block_on(async {
+                let default_task = spawn_after(Duration::from_secs(10), async { 1 });
+                let timer = Timer::builder().build().unwrap();
+                let explicit_task = timer.spawn_after(Duration::from_secs(10), async { 2 });
+                drop(timer);
+                tokio::spawn(async { sleep_wheel(Duration::from_secs(3_600)).await });
+                // A task that started and then blocks forever.
+                let started = Arc::new(AtomicBool::new(false));
+                let flag = started.clone();
+                let started_task = spawn_after(ms(1), async move {
+                    flag.store(true, SeqCst);
+                    std::future::pending::<u32>().await
+                });
+                while !started.load(SeqCst) {
+                    tokio::time::sleep(ms(1)).await;
+                }
+                // Spawned onto the runtime, but never polled before it drops.
+                let queued_task = spawn_after(Duration::ZERO, async { 4 });
+                (
+                    default_task,
+                    explicit_task,
+                    started_task,
+                    queued_task,
+                    started,
+                )
+            });
+        assert!(started.load(SeqCst));
+        drop(rt);
+
+        let other = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let results = other.block_on(async {
+            [
+                default_task.await.map(|_| ()),
+                explicit_task.await.map(|_| ()),
+                started_task.await.map(|_| ()),
+                queued_task.await.map(|_| ()),
+            ]
+        });
+        let _ = tx.send(results.map(|r| r.map_err(|e| e.is_shutdown())));
+    });
+    let results = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("awaiting the handles after the runtime dropped must not hang");
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(*r, Err(true), "handle {i} must resolve with is_shutdown()");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_timer_handles_do_not_stop_pending_sleeps_and_driver_exits() {
+    let base = alive_tasks();
+    let timer = Timer::builder().build().unwrap();
+    assert_eq!(alive_tasks(), base + 1);
+    let start = Instant::now();
+    let mut sleep = task::spawn(timer.sleep(ms(100)));
+    assert_pending!(sleep.poll());
+    let sleep2 = timer.sleep(ms(200)); // not polled yet
+    let clone = timer.clone();
+    drop(timer);
+    drop(clone);
+    settle().await;
+    assert_eq!(alive_tasks(), base + 1, "pending futures keep the driver");
+
+    let sleep = sleep.into_inner();
+    sleep.await;
+    assert!(start.elapsed() >= ms(100) && start.elapsed() <= ms(101));
+    sleep2.await;
+    assert!(start.elapsed() >= ms(200) && start.elapsed() <= ms(201));
+
+    settle().await;
+    tokio::time::sleep(ms(10)).await;
+    settle().await;
+    assert_eq!(
+        alive_tasks(),
+        base,
+        "the sentinel task exits once all is gone"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn driver_exits_after_fire_and_forget_task_with_no_handles() {
+    let base = alive_tasks();
+    let timer = Timer::builder().build().unwrap();
+    assert_eq!(alive_tasks(), base + 1);
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    drop(timer.spawn_after(ms(100), async move { flag.store(true, SeqCst) }));
+    drop(timer);
+    settle().await;
+    assert_eq!(
+        alive_tasks(),
+        base + 1,
+        "a pending delayed task keeps the driver"
+    );
+
+    tokio::time::sleep(ms(150)).await;
+    settle().await;
+    assert!(ran.load(SeqCst), "the task ran with every handle gone");
+    tokio::time::sleep(ms(1_000)).await;
+    settle().await;
+    assert_eq!(
+        alive_tasks(),
+        base,
+        "no handle, future or pending task is left: the driver must exit"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn driver_exits_when_handles_dropped_with_nothing_pending() {
+    let base = alive_tasks();
+    let timer = Timer::builder().build().unwrap();
+    timer.sleep(ms(5)).await;
+    assert_eq!(alive_tasks(), base + 1);
+    drop(timer);
+    settle().await;
+    assert_eq!(alive_tasks(), base);
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_timers_are_independent() {
+    let a = Timer::builder().build().unwrap();
+    let b = Timer::builder().tick(ms(10)).build().unwrap();
+    assert_eq!(a.tick(), ms(1));
+    assert_eq!(b.tick(), ms(10));
+
+    let a1 = a.try_sleep(Duration::from_secs(1)).unwrap();
+    let a2 = a.spawn_after(Duration::from_secs(1), async {});
+    let mut b1 = task::spawn(b.sleep(Duration::from_secs(2)));
+    assert_pending!(b1.poll());
+    assert_eq!(a.pending(), 2);
+    assert_eq!(b.pending(), 1);
+    assert_eq!(a.metrics().pending, 2);
+    assert_eq!(b.metrics().pending, 1);
+    assert_eq!(
+        Timer::current().pending(),
+        0,
+        "the default timer is separate"
+    );
+
+    a.shutdown();
+    assert!(a.is_shutdown());
+    assert!(!b.is_shutdown());
+    assert_eq!(a.pending(), 0);
+    assert_eq!(b.pending(), 1);
+    assert!(a2.await.unwrap_err().is_shutdown());
+    drop(a1);
+
+    let start = Instant::now();
+    let mut b1 = b1.into_inner();
+    (&mut b1).await;
+    assert!(!b1.is_shutdown(), "b fired normally");
+    assert!(start.elapsed() >= Duration::from_secs(2));
+    assert_eq!(b.pending(), 0);
+    assert!(b.metrics().passes >= 1);
+}
+
+#[test]
+fn timer_current_is_per_runtime() {
+    let rt1 = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let rt2 = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+
+    let (mut s, first) = rt1.block_on(async {
+        let first = Timer::current();
+        let second = Timer::current();
+        assert_eq!(first.tick(), ms(1), "the default tick");
+        assert_eq!(first.pending(), 0);
+        let mut s = task::spawn(sleep_wheel(Duration::from_secs(60)));
+        assert_pending!(s.poll());
+        assert_eq!(first.pending(), 1);
+        assert_eq!(second.pending(), 1, "both calls give the same timer");
+        let t = second.try_sleep(Duration::from_secs(60)).unwrap();
+        assert_eq!(Timer::current().pending(), 2);
+        drop(t);
+        assert_eq!(first.pending(), 1);
+        (s, first)
+    });
+
+    rt2.block_on(async {
+        assert_eq!(
+            Timer::current().pending(),
+            0,
+            "another runtime has another default timer"
+        );
+        let _t = Timer::current().try_sleep(Duration::from_secs(60)).unwrap();
+        assert_eq!(Timer::current().pending(), 1);
+    });
+
+    rt1.block_on(async {
+        assert_eq!(Timer::current().pending(), 1);
+        assert_eq!(first.pending(), 1);
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        settle().await;
+        assert!(s.is_woken());
+        assert_ready!(s.poll());
+        assert_eq!(Timer::current().pending(), 0);
+    });
+    drop(s);
+}
