@@ -9,9 +9,12 @@
 //!   deadline of the request being served, so a deadline holds through a chain of services.
 //! - [`parse_grpc_timeout`] and [`format_grpc_timeout`] are the header's codec.
 //!
-//! No gRPC library is needed: these are tower layers over `http` requests, and work with tonic
-//! (its `tonic::transport::Server::layer` and `Channel`), with [`serve`](crate::server::serve),
-//! or with plain hyper.
+//! No gRPC library is needed: these are tower layers over `http` requests. They are tested with
+//! tonic's generated-service machinery (`tonic::server::Grpc`) served by `serve` (feature
+//! `server`), and with tonic's client. tonic's own `transport::Server` enforces
+//! `grpc-timeout` itself, answering Cancelled at the same instant: serve tonic services with
+//! `serve` (or hyper-util) to get DEADLINE_EXCEEDED. tonic's `Channel` also gives up at the
+//! deadline on the client's side.
 //!
 //! # Examples
 //!
