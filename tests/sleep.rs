@@ -743,3 +743,26 @@ async fn a_loop_of_zero_sleeps_yields_to_other_tasks_like_tokios() {
         "5000 zero sleeps ran without yielding once"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn is_elapsed_is_false_until_polled_and_fired_as_in_tokio() {
+    // Due already, but never polled: not elapsed (Tokio answers the same).
+    let mut s = task::spawn(sleep_wheel_until(Instant::now()));
+    assert!(!s.is_elapsed());
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+    // A zero duration too.
+    let mut s = task::spawn(sleep_wheel(Duration::ZERO));
+    assert!(!s.is_elapsed());
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+    // Reset after completing: waits again, not elapsed until it fires.
+    Pin::new(&mut *s).reset(Instant::now() + Duration::from_millis(5));
+    assert!(!s.is_elapsed());
+    assert_pending!(s.poll());
+    assert!(!s.is_elapsed());
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(s.is_woken());
+    assert!(s.is_elapsed(), "fired, before the next poll");
+    assert_ready!(s.poll());
+}
