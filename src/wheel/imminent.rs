@@ -145,6 +145,16 @@ impl Imminent {
             .chain(self.heap.iter().map(|r| r.0))
     }
 
+    /// Items in the run and in the heap, and the capacity the two hold (for tests).
+    #[cfg(test)]
+    pub(super) fn sizes(&self) -> (usize, usize, usize) {
+        (
+            self.run.len(),
+            self.heap.len(),
+            self.run.capacity() + self.heap.capacity(),
+        )
+    }
+
     /// Whether the run is sorted (for the invariant checks).
     #[cfg(any(test, debug_assertions))]
     pub(super) fn run_is_sorted(&self) -> bool {

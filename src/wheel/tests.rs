@@ -835,6 +835,50 @@ fn crowded_wide_bucket_hands_out_each_entry_in_order() {
     assert_eq!(count, n);
 }
 
+/// A burst in one tick, registered in deadline order (ties and rising deadlines), waits on
+/// the sorted run, not the heap; it comes out in order, a budget at a time, and the queues
+/// give their memory back once it is out.
+#[test]
+fn a_crowded_tick_queues_in_a_sorted_run_and_gives_its_memory_back() {
+    let tick = 1 << 20;
+    let mut w = Wheel::with_tick(64, tick);
+    let n = 100_000u64;
+    let base = 5 * tick;
+    for i in 0..n {
+        w.insert(base + 10 + i / 3, i).unwrap();
+    }
+    // One entry out of order: it alone goes to the heap.
+    w.insert(base + 5, n).unwrap();
+    // Time reaches the tick before the entries' deadlines: all of them wait as imminent.
+    assert!(w.poll(base + 1).is_none());
+    assert_eq!(w.imminent.sizes().0 + w.imminent.sizes().1, n as usize + 1);
+    assert_eq!(
+        w.imminent.sizes().1,
+        1,
+        "only the out-of-order entry in the heap"
+    );
+    w.assert_invariants();
+    let mut out = Vec::new();
+    let mut budget = 1024;
+    loop {
+        match w.poll_within(base + tick - 1, &mut budget) {
+            Step::Fired(e) => out.push(e.deadline),
+            Step::Yield => budget = 1024,
+            Step::Done => break,
+        }
+    }
+    assert_eq!(out.len(), n as usize + 1);
+    assert!(out.windows(2).all(|p| p[0] <= p[1]), "deadline order");
+    assert_eq!(out[0], base + 5);
+    let (run, heap, capacity) = w.imminent.sizes();
+    assert_eq!((run, heap), (0, 0));
+    assert!(
+        capacity < 1000,
+        "the burst's memory is given back: {capacity}"
+    );
+    w.assert_invariants();
+}
+
 #[test]
 fn peek_finds_the_earliest_entry_even_behind_a_lazy_reschedule() {
     let mut w = Wheel::new(64);
