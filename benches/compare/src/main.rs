@@ -2,7 +2,7 @@
 //! timer crates, each workload with all its systems in one process.
 //!
 //! ```sh
-//! cargo run --release -p compare                      # everything: about 5 minutes on 2 cores
+//! cargo run --release -p compare                      # everything: about 7 minutes on 2 cores
 //! cargo run --release -p compare -- --quick           # tiny sizes, the CI smoke run (< 60 s)
 //! cargo run --release -p compare -- --only fire-load --only reset   # some workloads
 //! cargo run --release -p compare -- --list            # the workloads, one line each
