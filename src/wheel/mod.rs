@@ -361,7 +361,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             }
             if self.imminent.min().is_some_and(|m| m <= now) {
                 // Imminent entries all precede every bucket not yet expired (those start at a
-                // later tick), so they are handed out straight from their heap.
+                // later tick), so they are handed out straight from their queues.
                 *budget -= 1;
                 if let Some(idx) = self.imminent.pop_due(&mut self.entries, now) {
                     return Step::Fired(self.hand_out(idx));

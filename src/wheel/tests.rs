@@ -815,7 +815,7 @@ fn ties_between_levels_keep_deadline_order() {
 #[test]
 fn crowded_wide_bucket_hands_out_each_entry_in_order() {
     // 20k distinct deadlines inside one 2^20-unit bucket, handed out one deadline at a time,
-    // as a driver woken for each would: every step pops from the imminent heap instead of
+    // as a driver woken for each would: every step pops from the imminent queues instead of
     // scanning the whole bucket (which made this quadratic).
     let mut w = Wheel::with_tick(64, 1 << 20);
     let n = 20_000u64;
