@@ -86,9 +86,13 @@ impl Imminent {
         earliest
     }
 
-    /// Unlinks entry `idx`.
+    /// Unlinks entry `idx`; the last one out takes the (now all stale) items with it, so a
+    /// cancelled burst gives its memory back at once.
     pub(super) fn unlink<T>(&mut self, entries: &mut Slab<Entry<T>>, idx: u32) {
         self.list.unlink(entries, idx);
+        if self.list.is_empty() {
+            self.forget_items();
+        }
     }
 
     /// Pops the earliest item if it is due at `now`, unlinking its entry: the entry's index

@@ -877,6 +877,20 @@ fn a_crowded_tick_queues_in_a_sorted_run_and_gives_its_memory_back() {
         "the burst's memory is given back: {capacity}"
     );
     w.assert_invariants();
+
+    // A burst cancelled while it waits in the current tick gives its memory back too.
+    assert!(w.poll(base + 3 * tick).is_none());
+    let at = w.now() + 1;
+    let keys: Vec<Key> = (0..n).map(|i| w.insert(at + i / 4, i).unwrap()).collect();
+    assert!(
+        w.imminent.sizes().2 >= n as usize,
+        "the burst waits as imminent"
+    );
+    for k in keys {
+        assert!(w.remove(k).is_some());
+    }
+    assert!(w.imminent.sizes().2 < 1000, "a cancelled burst's memory");
+    w.assert_invariants();
 }
 
 #[test]
