@@ -1,27 +1,56 @@
-//! The entries due later within the current tick, and the min-heap that hands them out in
-//! deadline order.
+//! The entries due later within the current tick, and the queues that hand them out in
+//! deadline order: a sorted run for entries that arrive in deadline order, a min-heap for the
+//! others.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use slab::Slab;
 
 use super::entry::{Entry, List, IMMINENT};
 
+/// An item of the queues: `(deadline, index, generation)`.
+type Item = (u64, u32, u64);
+
+/// The queues keep their memory up to this many items when they empty; beyond, they give it
+/// back (a burst of a million entries in one tick must not hold its queue for good).
+const KEEP_ITEMS: usize = 4096;
+
 /// Entries due after the wheel's `now` within its current tick (empty when a tick is one
-/// unit), and a min-heap of `(deadline, index, generation)` over them. Removed or moved
-/// entries leave stale heap items behind, recognised (and dropped) when popped.
+/// unit), and two queues of `(deadline, index, generation)` items over them.
+///
+/// An entry whose deadline is at or after the last one queued joins the back of `run`, a
+/// FIFO that stays sorted: a bucket's entries usually arrive that way (they are filed in
+/// registration order, and timers of one duration registered in turn have rising deadlines;
+/// a burst of timers for the same instant all tie), so a tick of a million entries costs a
+/// push and a pop at the ends of a ring buffer each, not a million heap operations. The
+/// others go to `heap`. Popping takes the smaller of the two heads. Removed or moved entries
+/// leave stale items behind, recognised (and dropped) when popped.
 #[derive(Debug)]
 pub(super) struct Imminent {
     pub(super) list: List,
-    heap: BinaryHeap<Reverse<(u64, u32, u64)>>,
+    run: VecDeque<Item>,
+    heap: BinaryHeap<Reverse<Item>>,
 }
 
 impl Imminent {
     pub(super) fn new() -> Imminent {
         Imminent {
             list: List::EMPTY,
+            run: VecDeque::new(),
             heap: BinaryHeap::new(),
+        }
+    }
+
+    /// The earliest item of either queue, and whether it heads the run.
+    fn head(&self) -> Option<(Item, bool)> {
+        let run = self.run.front().copied();
+        let heap = self.heap.peek().map(|r| r.0);
+        match (run, heap) {
+            (Some(r), Some(h)) if h < r => Some((h, false)),
+            (Some(r), _) => Some((r, true)),
+            (None, Some(h)) => Some((h, false)),
+            (None, None) => None,
         }
     }
 
@@ -30,7 +59,7 @@ impl Imminent {
         if self.list.is_empty() {
             return None;
         }
-        self.heap.peek().map(|r| r.0 .0)
+        self.head().map(|(item, _)| item.0)
     }
 
     /// The earliest deadline on the list, exactly: stale items at the heap's top (entries
@@ -54,7 +83,7 @@ impl Imminent {
     /// Links entry `idx` (due at `deadline`); whether it is the new earliest (or `first`).
     pub(super) fn push<T>(&mut self, entries: &mut Slab<Entry<T>>, idx: u32, first: bool) -> bool {
         if self.list.is_empty() {
-            self.heap.clear(); // only stale items can be left
+            self.forget_items(); // only stale items can be left
         }
         let (deadline, generation) = {
             let e = &entries[idx as usize];
@@ -62,23 +91,40 @@ impl Imminent {
         };
         let earliest = first || self.min().map_or(true, |m| deadline < m);
         self.list.push_back(entries, idx, IMMINENT);
-        self.heap.push(Reverse((deadline, idx, generation)));
+        let item = (deadline, idx, generation);
+        if self
+            .run
+            .back()
+            .map_or(true, |&(last, _, _)| deadline >= last)
+        {
+            self.run.push_back(item);
+        } else {
+            self.heap.push(Reverse(item));
+        }
         earliest
     }
 
-    /// Unlinks entry `idx`.
+    /// Unlinks entry `idx`; the last one out takes the (now all stale) items with it, so a
+    /// cancelled burst gives its memory back at once.
     pub(super) fn unlink<T>(&mut self, entries: &mut Slab<Entry<T>>, idx: u32) {
         self.list.unlink(entries, idx);
+        if self.list.is_empty() {
+            self.forget_items();
+        }
     }
 
-    /// Pops the heap's top item if it is due at `now`, unlinking its entry: the entry's index
+    /// Pops the earliest item if it is due at `now`, unlinking its entry: the entry's index
     /// if live, `None` if it was stale (removed or moved since).
     pub(super) fn pop_due<T>(&mut self, entries: &mut Slab<Entry<T>>, now: u64) -> Option<u32> {
-        let &Reverse((deadline, idx, generation)) = self.heap.peek()?;
+        let ((deadline, idx, generation), from_run) = self.head()?;
         if deadline > now {
             return None;
         }
-        self.heap.pop();
+        if from_run {
+            self.run.pop_front();
+        } else {
+            self.heap.pop();
+        }
         let live = entries.get(idx as usize).is_some_and(|e| {
             e.generation == generation && e.bucket == IMMINENT && e.deadline == deadline
         });
@@ -87,7 +133,7 @@ impl Imminent {
         }
         self.list.unlink(entries, idx);
         if self.list.is_empty() {
-            self.heap.clear(); // only stale items can be left
+            self.forget_items(); // only stale items can be left
         }
         Some(idx)
     }
@@ -95,12 +141,48 @@ impl Imminent {
     /// Forgets every entry (the entries themselves are the caller's business).
     pub(super) fn clear(&mut self) {
         self.list = List::EMPTY;
-        self.heap.clear();
+        self.forget_items();
     }
 
-    /// The `(deadline, index, generation)` items of the heap, stale ones included.
+    /// Drops every item, giving back the memory of a large burst.
+    fn forget_items(&mut self) {
+        if self.run.capacity() > KEEP_ITEMS {
+            self.run = VecDeque::new();
+        } else {
+            self.run.clear();
+        }
+        if self.heap.capacity() > KEEP_ITEMS {
+            self.heap = BinaryHeap::new();
+        } else {
+            self.heap.clear();
+        }
+    }
+
+    /// The `(deadline, index, generation)` items of both queues, stale ones included.
     #[cfg(any(test, debug_assertions))]
-    pub(super) fn heap_items(&self) -> impl Iterator<Item = (u64, u32, u64)> + '_ {
-        self.heap.iter().map(|r| r.0)
+    pub(super) fn items(&self) -> impl Iterator<Item = Item> + '_ {
+        self.run
+            .iter()
+            .copied()
+            .chain(self.heap.iter().map(|r| r.0))
+    }
+
+    /// Items in the run and in the heap, and the capacity the two hold (for tests).
+    #[cfg(test)]
+    pub(super) fn sizes(&self) -> (usize, usize, usize) {
+        (
+            self.run.len(),
+            self.heap.len(),
+            self.run.capacity() + self.heap.capacity(),
+        )
+    }
+
+    /// Whether the run is sorted (for the invariant checks).
+    #[cfg(any(test, debug_assertions))]
+    pub(super) fn run_is_sorted(&self) -> bool {
+        self.run
+            .iter()
+            .zip(self.run.iter().skip(1))
+            .all(|(a, b)| a.0 <= b.0)
     }
 }

@@ -52,15 +52,15 @@ impl<T, P> Wheel<T, P> {
             self.geo.tick_of(self.now),
             "cached tick of now"
         );
-        // Every imminent entry is indexed by a heap item with its current deadline.
-        let indexed: std::collections::HashSet<(u64, u32, u64)> =
-            self.imminent.heap_items().collect();
+        // Every imminent entry is indexed by a queue item with its current deadline.
+        assert!(self.imminent.run_is_sorted(), "the imminent run is sorted");
+        let indexed: std::collections::HashSet<(u64, u32, u64)> = self.imminent.items().collect();
         let mut idx = self.imminent.list.head;
         while idx != NIL {
             let e = &self.entries[idx as usize];
             assert!(
                 indexed.contains(&(e.deadline, idx, e.generation)),
-                "imminent entry {idx} missing from its heap"
+                "imminent entry {idx} missing from its queues"
             );
             idx = e.next;
         }

@@ -3,7 +3,7 @@
 //! Level 0 has `wheel_size` buckets one tick wide; level `k + 1`'s tick is level `k`'s whole span.
 //! A tick is one time unit ([`Wheel::new`]) or any number of units ([`Wheel::with_tick`]); in
 //! the latter case entries keep their deadline in units, and when time reaches a tick, the
-//! entries of that tick not yet due wait on a short "imminent" list ordered by exact deadline,
+//! entries of that tick not yet due wait on an "imminent" list ordered by exact deadline,
 //! so every entry comes out exactly when time reaches its deadline.
 //! Levels are created lazily, bottom-up, when a deadline needs them, and released again by
 //! [`Wheel::poll`] once they are empty. An entry goes to the lowest level whose window (seen from
@@ -379,7 +379,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             }
             if self.imminent.min().is_some_and(|m| m <= now) {
                 // Imminent entries all precede every bucket not yet expired (those start at a
-                // later tick), so they are handed out straight from their heap.
+                // later tick), so they are handed out straight from their queues.
                 *budget -= 1;
                 if let Some(idx) = self.imminent.pop_due(&mut self.entries, now) {
                     return Step::Fired(self.hand_out(idx));

@@ -423,6 +423,40 @@ enum Op {
     /// Advances with a small work budget, possibly stopping part-way through a pass: other
     /// operations then run on a wheel in the middle of a flush.
     PartialAdvance(u64, usize),
+    /// Inserts `n` entries at `delta` from now plus an offset of the given pattern
+    /// ([`burst_offset`]): a crowd of entries in one tick, or a few.
+    Burst {
+        delta: u64,
+        n: usize,
+        pattern: u8,
+        seed: u64,
+    },
+}
+
+/// The offset of the `i`th entry of a burst: all tied (pattern 0), rising with ties (1), or
+/// scattered over a small window (2).
+fn burst_offset(pattern: u8, seed: u64, i: usize) -> u64 {
+    let i = i as u64;
+    match pattern {
+        0 => 0,
+        1 => i / (1 + seed % 3) * (seed % 5),
+        _ => i.wrapping_mul(7919).wrapping_add(seed) % (1 + seed % 2000),
+    }
+}
+
+fn burst(max: usize) -> impl Strategy<Value = Op> {
+    (
+        prop_oneof![0u64..70, 0u64..5_000, 0u64..300_000],
+        1..max,
+        0u8..3,
+        any::<u64>(),
+    )
+        .prop_map(|(delta, n, pattern, seed)| Op::Burst {
+            delta,
+            n,
+            pattern,
+            seed,
+        })
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -442,6 +476,21 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<usize>(), delta).prop_map(|(i, d)| Op::Reschedule(i, d)),
         3 => advance.clone().prop_map(Op::Advance),
         2 => (advance, 1usize..8).prop_map(|(by, b)| Op::PartialAdvance(by, b)),
+        1 => burst(40),
+    ]
+}
+
+/// Few operations, crowds of entries: bursts of thousands in one tick, removed from, advanced
+/// through part of the way and with small budgets.
+fn crowd_op() -> impl Strategy<Value = Op> {
+    let advance = prop_oneof![0u64..10, 0u64..2_000, 0u64..100_000];
+    prop_oneof![
+        2 => burst(3_000),
+        1 => (0u64..5_000).prop_map(Op::Insert),
+        3 => any::<usize>().prop_map(Op::Remove),
+        1 => (any::<usize>(), 0u64..5_000).prop_map(|(i, d)| Op::Reschedule(i, d)),
+        2 => advance.clone().prop_map(Op::Advance),
+        3 => (advance, 1usize..2_000).prop_map(|(by, b)| Op::PartialAdvance(by, b)),
     ]
 }
 
@@ -466,6 +515,22 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
                 let key = wheel.insert_persistent(deadline, id).unwrap();
                 model.insert_persistent(id, deadline);
                 keys.push((key, id));
+            }
+            Op::Burst {
+                delta,
+                n,
+                pattern,
+                seed,
+            } => {
+                for i in 0..n {
+                    let deadline = now
+                        .saturating_add(delta)
+                        .saturating_add(burst_offset(pattern, seed, i));
+                    let id = 1 << 40 | id << 16 | i as u64;
+                    let key = wheel.insert(deadline, id).unwrap();
+                    model.insert(id, deadline);
+                    keys.push((key, id));
+                }
             }
             Op::Remove(i) if !keys.is_empty() => {
                 let (key, id) = keys[i % keys.len()];
@@ -510,7 +575,9 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
                     last = e.deadline;
                     assert_eq!(e.parked, model.is_persistent(e.value));
                     assert_eq!(model.fire(e.value), Some(e.deadline), "fired once, on time");
-                    wheel.assert_invariants();
+                    if wheel.len() <= 512 {
+                        wheel.assert_invariants();
+                    }
                 }
             }
             _ => {}
@@ -585,6 +652,16 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..300),
     ) {
         run_model(8, tick, ops);
+    }
+
+    /// Thousands of entries in one tick (tied, rising, scattered), as a burst of timers for
+    /// one instant makes them: handed out in deadline order, a budget at a time.
+    #[test]
+    fn matches_naive_model_crowded_ticks(
+        tick in prop_oneof![Just(1u64), Just(1000), Just(1 << 10), 2u64..5000],
+        ops in proptest::collection::vec(crowd_op(), 1..16),
+    ) {
+        run_model(64, tick, ops);
     }
 
     #[test]
@@ -744,7 +821,7 @@ fn ties_between_levels_keep_deadline_order() {
 #[test]
 fn crowded_wide_bucket_hands_out_each_entry_in_order() {
     // 20k distinct deadlines inside one 2^20-unit bucket, handed out one deadline at a time,
-    // as a driver woken for each would: every step pops from the imminent heap instead of
+    // as a driver woken for each would: every step pops from the imminent queues instead of
     // scanning the whole bucket (which made this quadratic).
     let mut w = Wheel::with_tick(64, 1 << 20);
     let n = 20_000u64;
@@ -762,6 +839,64 @@ fn crowded_wide_bucket_hands_out_each_entry_in_order() {
         }
     }
     assert_eq!(count, n);
+}
+
+/// A burst in one tick, registered in deadline order (ties and rising deadlines), waits on
+/// the sorted run, not the heap; it comes out in order, a budget at a time, and the queues
+/// give their memory back once it is out.
+#[test]
+fn a_crowded_tick_queues_in_a_sorted_run_and_gives_its_memory_back() {
+    let tick = 1 << 20;
+    let mut w = Wheel::with_tick(64, tick);
+    let n = 100_000u64;
+    let base = 5 * tick;
+    for i in 0..n {
+        w.insert(base + 10 + i / 3, i).unwrap();
+    }
+    // One entry out of order: it alone goes to the heap.
+    w.insert(base + 5, n).unwrap();
+    // Time reaches the tick before the entries' deadlines: all of them wait as imminent.
+    assert!(w.poll(base + 1).is_none());
+    assert_eq!(w.imminent.sizes().0 + w.imminent.sizes().1, n as usize + 1);
+    assert_eq!(
+        w.imminent.sizes().1,
+        1,
+        "only the out-of-order entry in the heap"
+    );
+    w.assert_invariants();
+    let mut out = Vec::new();
+    let mut budget = 1024;
+    loop {
+        match w.poll_within(base + tick - 1, &mut budget) {
+            Step::Fired(e) => out.push(e.deadline),
+            Step::Yield => budget = 1024,
+            Step::Done => break,
+        }
+    }
+    assert_eq!(out.len(), n as usize + 1);
+    assert!(out.windows(2).all(|p| p[0] <= p[1]), "deadline order");
+    assert_eq!(out[0], base + 5);
+    let (run, heap, capacity) = w.imminent.sizes();
+    assert_eq!((run, heap), (0, 0));
+    assert!(
+        capacity < 1000,
+        "the burst's memory is given back: {capacity}"
+    );
+    w.assert_invariants();
+
+    // A burst cancelled while it waits in the current tick gives its memory back too.
+    assert!(w.poll(base + 3 * tick).is_none());
+    let at = w.now() + 1;
+    let keys: Vec<Key> = (0..n).map(|i| w.insert(at + i / 4, i).unwrap()).collect();
+    assert!(
+        w.imminent.sizes().2 >= n as usize,
+        "the burst waits as imminent"
+    );
+    for k in keys {
+        assert!(w.remove(k).is_some());
+    }
+    assert!(w.imminent.sizes().2 < 1000, "a cancelled burst's memory");
+    w.assert_invariants();
 }
 
 #[test]

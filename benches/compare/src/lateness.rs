@@ -64,7 +64,7 @@ async fn registration_time<M: MakeSleep>(n: usize, make: M) -> Duration {
 /// A lead before the first deadline long enough for `n` sleepers to register first: `base` plus
 /// twice the registration time, measured on a tenth of them just before, so that even a slow or
 /// busy machine registers all before the first one is due.
-async fn lead_for<M: MakeSleep>(n: usize, make: M, base: Duration) -> Duration {
+pub(crate) async fn lead_for<M: MakeSleep>(n: usize, make: M, base: Duration) -> Duration {
     base + registration_time(n / 10, make).await * 20
 }
 

@@ -2,7 +2,7 @@
 //! timer crates, each workload with all its systems in one process.
 //!
 //! ```sh
-//! cargo run --release -p compare                      # everything: about 5 minutes on 2 cores
+//! cargo run --release -p compare                      # everything: about 7 minutes on 2 cores
 //! cargo run --release -p compare -- --quick           # tiny sizes, the CI smoke run (< 60 s)
 //! cargo run --release -p compare -- --only fire-load --only reset   # some workloads
 //! cargo run --release -p compare -- --list            # the workloads, one line each
@@ -32,11 +32,17 @@
 //!
 //! - `rpc-timeout`: a timeout registered and cancelled per RPC, 1 and 8 tasks; the timer's
 //!   cost in ns and in clock reads (one `Instant::now()` timed directly).
+//! - `rpc-situations`: the same operation with idle workers, with the other workers kept busy,
+//!   and on `current_thread`: which situation a ratio of rpc-timeout holds in.
+//! - `repoll`: a timeout around a future woken 8 times before it is ready (a timer polled
+//!   again while registered), 1 and 8 tasks.
 //! - `reset`: idle timeouts pushed back on activity, as a connection does it (clock read, reset,
 //!   poll) and the reset alone.
 //! - `fire`: lateness of 200k sleeps on an idle runtime.
 //! - `fire-load`: lateness of 10k sleeps registered while idle, under N tasks that spin and
 //!   yield, on the multi-thread and `current_thread` runtimes.
+//! - `same-tick`: 1M and 300k sleeps due at one instant: when the last wakes, and how long a
+//!   Tokio 1 ms ticker beside them stalls.
 //! - `blocked-worker`: lateness of every other task's timers while one task blocks its worker.
 //! - `cross-worker`: timeouts registered on one worker and cancelled or fired on another.
 //! - `memory`: bytes per pending sleep.
@@ -64,7 +70,8 @@
 //!    full run, `--only` and `--list` (a declared module missing from `ALL` fails the build).
 //!
 //! The shared pieces: [`report`] (interleaved repetitions, medians, ratios, tables, the summary),
-//! [`rt`] (runtime flavours, Tokio's alt timer when built in), [`sleep_systems`] (the sleeps
+//! [`rt`] (runtime flavours, Tokio's alt timer when built in), [`ops`] (a timeout's
+//! throughput in a loop, beside busy tasks if asked), [`sleep_systems`] (the sleeps
 //! compared, for measurements generic over them), [`lateness`] (tasks that record how late
 //! their sleep woke them), [`poll`] (polling by hand), [`alloc`] (a counting
 //! allocator), [`cpu`] (CPU time from `/proc`). Sizes live in each workload, full and `--quick`
@@ -73,6 +80,7 @@
 mod alloc;
 mod cpu;
 mod lateness;
+mod ops;
 mod poll;
 mod report;
 mod rt;

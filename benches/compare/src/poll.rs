@@ -35,3 +35,22 @@ impl Future for PendingOnce {
         }
     }
 }
+
+/// Pending `n` times (waking itself each time), then ready: a handler woken by several reads
+/// before it answers, so a timeout around it is polled again `n` times while registered.
+#[derive(Debug)]
+pub(crate) struct PendingTimes(pub(crate) u32);
+
+impl Future for PendingTimes {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 == 0 {
+            Poll::Ready(())
+        } else {
+            self.0 -= 1;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}

@@ -51,16 +51,22 @@ pub(crate) mod hyper_idle;
 pub(crate) mod idle;
 pub(crate) mod interval;
 pub(crate) mod memory;
+pub(crate) mod repoll;
 pub(crate) mod reset;
 pub(crate) mod rpc;
+pub(crate) mod rpc_situations;
+pub(crate) mod same_tick;
 pub(crate) mod service;
 
 /// Every workload, in the order they run: the registry.
 pub(crate) const ALL: &[Workload] = &[
     rpc::WORKLOAD,
+    rpc_situations::WORKLOAD,
+    repoll::WORKLOAD,
     reset::WORKLOAD,
     fire::WORKLOAD,
     fire_load::WORKLOAD,
+    same_tick::WORKLOAD,
     blocked_worker::WORKLOAD,
     cross_worker::WORKLOAD,
     memory::WORKLOAD,

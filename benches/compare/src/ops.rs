@@ -1,0 +1,94 @@
+//! Throughput of a timeout around a future, awaited in a loop by some tasks on a fresh
+//! runtime, optionally beside tasks that keep workers busy: the measurement shared by the
+//! timeout workloads beyond `rpc-timeout` (re-polled timeouts, other runtime situations).
+
+use std::future::Future;
+use std::hint::black_box;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::rt::Flavor;
+
+/// How long a busy task spins between two yields.
+pub(crate) const SPIN: Duration = Duration::from_micros(100);
+
+/// One measurement: `n` operations over `tasks` tasks on a fresh runtime, after `warmup`
+/// operations, with `spinners` tasks looping `{ spin SPIN; yield_now }` meanwhile.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Loop {
+    pub(crate) flavor: Flavor,
+    pub(crate) workers: usize,
+    pub(crate) tasks: usize,
+    pub(crate) n: usize,
+    pub(crate) warmup: usize,
+    pub(crate) spinners: usize,
+}
+
+impl Loop {
+    /// Operations per second: each operation awaits `wrap(inner())`. `setup` runs inside the
+    /// runtime and returns `wrap`; `None` if this build has no such runtime.
+    pub(crate) fn run<I, S, M, F>(&self, inner: fn() -> I, setup: S) -> Option<f64>
+    where
+        I: Send + 'static,
+        S: FnOnce() -> M + Send + 'static,
+        M: Fn(I) -> F + Clone + Send + 'static,
+        F: Future + Send + 'static,
+    {
+        let rt = self.flavor.build(self.workers, "ops-bench")?;
+        let Loop {
+            tasks,
+            n,
+            warmup,
+            spinners,
+            ..
+        } = *self;
+        let elapsed = rt.block_on(async move {
+            let stop = Arc::new(AtomicBool::new(false));
+            for _ in 0..spinners {
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    while !stop.load(Relaxed) {
+                        let t = std::time::Instant::now();
+                        while t.elapsed() < SPIN {
+                            std::hint::spin_loop();
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                });
+            }
+            let wrap = setup();
+            ops(tasks, warmup, inner, wrap.clone()).await;
+            let start = std::time::Instant::now();
+            ops(tasks, n, inner, wrap).await;
+            let elapsed = start.elapsed();
+            stop.store(true, Relaxed);
+            elapsed
+        });
+        drop(rt);
+        Some((n / tasks * tasks) as f64 / elapsed.as_secs_f64())
+    }
+}
+
+async fn ops<I, M, F>(tasks: usize, n: usize, inner: fn() -> I, wrap: M)
+where
+    I: Send + 'static,
+    M: Fn(I) -> F + Clone + Send + 'static,
+    F: Future + Send + 'static,
+{
+    let per_task = n / tasks;
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let wrap = wrap.clone();
+            tokio::spawn(async move {
+                for _ in 0..per_task {
+                    black_box(wrap(inner()).await);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.expect("a benchmark task panicked");
+    }
+}
