@@ -62,22 +62,24 @@ impl Imminent {
         self.head().map(|(item, _)| item.0)
     }
 
-    /// The earliest deadline on the list, exactly: stale items at the heap's top (entries
-    /// removed or moved since) are dropped first.
+    /// The earliest deadline on the list, exactly: stale items at the head of either queue
+    /// (entries removed or moved since) are dropped first.
     pub(super) fn live_min<T>(&mut self, entries: &Slab<Entry<T>>) -> Option<u64> {
         if self.list.is_empty() {
             return None;
         }
-        while let Some(&Reverse((deadline, idx, generation))) = self.heap.peek() {
-            let live = entries.get(idx as usize).is_some_and(|e| {
+        let live = |&(deadline, idx, generation): &Item| {
+            entries.get(idx as usize).is_some_and(|e| {
                 e.generation == generation && e.bucket == IMMINENT && e.deadline == deadline
-            });
-            if live {
-                return Some(deadline);
-            }
+            })
+        };
+        while self.heap.peek().is_some_and(|r| !live(&r.0)) {
             self.heap.pop();
         }
-        None
+        while self.run.front().is_some_and(|item| !live(item)) {
+            self.run.pop_front();
+        }
+        self.head().map(|(item, _)| item.0)
     }
 
     /// Links entry `idx` (due at `deadline`); whether it is the new earliest (or `first`).

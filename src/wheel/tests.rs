@@ -963,3 +963,26 @@ fn a_timer_refiled_a_level_up_reuses_its_level() {
         assert_eq!(w.capacity(), before.max(w.capacity()));
     }
 }
+
+/// `next_deadline` sees the entries waiting in the current tick whichever queue holds them:
+/// those that arrived in deadline order wait on the sorted run, not the heap, and a queue
+/// whose head lives only there must not be taken for one with nothing pending.
+#[test]
+fn next_deadline_sees_imminent_entries_on_the_sorted_run() {
+    let tick = 1 << 20;
+    let mut w = Wheel::with_tick(64, tick);
+    let base = 5 * tick;
+    let first = w.insert(base + 10, 0).unwrap();
+    w.insert(base + 20, 1).unwrap();
+    w.insert(base + 30, 2).unwrap();
+    assert!(w.poll(base + 1).is_none());
+    assert_eq!(w.imminent.sizes().1, 0, "in order: nothing in the heap");
+    assert_eq!(w.next_deadline(), Some(base + 10));
+    // The run's head goes stale: the next live one is found.
+    assert!(w.remove(first).is_some());
+    assert_eq!(w.next_deadline(), Some(base + 20));
+    // One out of order joins the heap and is the earliest.
+    w.insert(base + 15, 3).unwrap();
+    assert_eq!(w.next_deadline(), Some(base + 15));
+    w.assert_invariants();
+}
