@@ -113,6 +113,9 @@
 #![forbid(unsafe_code)]
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// `Option::is_none_or` (Rust 1.82) could replace the wheel's few `map_or(true, ..)` calls;
+// they read as well, so clippy's suggestion is turned off.
+#![allow(clippy::unnecessary_map_or)]
 
 mod clock;
 pub mod delay_queue;

@@ -743,3 +743,13 @@ async fn a_loop_of_zero_sleeps_yields_to_other_tasks_like_tokios() {
         "5000 zero sleeps ran without yielding once"
     );
 }
+
+/// A `Sleep` carries what a lock-free re-poll needs (the registered deadline in wheel time and
+/// the identity of the waker the wheel holds) and stays within the size of Tokio's.
+#[test]
+fn a_sleep_is_no_larger_than_tokios() {
+    let ours = std::mem::size_of::<Sleep>();
+    let tokios = std::mem::size_of::<tokio::time::Sleep>();
+    println!("Sleep is {ours} B, Tokio's {tokios} B");
+    assert!(ours <= tokios, "Sleep is {ours} B, Tokio's {tokios} B");
+}

@@ -29,7 +29,7 @@
 
 pub(crate) mod alarm;
 pub(crate) mod arm;
-mod entry;
+pub(crate) mod entry;
 
 #[cfg(test)]
 mod loom_tests;
