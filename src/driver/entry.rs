@@ -109,19 +109,20 @@ impl TimerEntry {
 
     /// Files the entry for `deadline`, to wake `waker` (a clone of it): `Pending` if filed,
     /// `Due` if the deadline has been reached already (with `check_clock`, by the clock; else
-    /// by the wheel's time), `Shutdown` if the timer shut down. Replaces any earlier
-    /// registration.
+    /// by the wheel's time), `Shutdown` if the timer shut down. The entry must not be
+    /// registered already.
     ///
     /// # Errors
     ///
     /// [`TimerError::Full`] when no slot is free.
+    #[inline]
     pub(crate) fn register(
         &mut self,
         deadline: Instant,
         check_clock: bool,
         waker: &Waker,
     ) -> Result<Outcome, TimerError> {
-        self.cancel();
+        debug_assert!(self.registered.is_none(), "registered twice");
         let driver = &self.shard.driver;
         if driver.is_shutdown() {
             return Ok(Outcome::Shutdown);
@@ -153,6 +154,7 @@ impl TimerEntry {
     /// `Due`.
     ///
     /// The common re-poll, not due and the same waker, reads two atomics and takes no lock.
+    #[inline]
     pub(crate) fn poll(&mut self, waker: &Waker) -> Outcome {
         let Some(reg) = self.registered.as_mut() else {
             return Outcome::Due;
@@ -177,12 +179,24 @@ impl TimerEntry {
         //   orders after the free, after the publication: a poll with such a waker reads the
         //   new `fired_through` (or the flag) and does not take the fast path.
         // - `Due` only when a pass's time, read from the clock, reached `units`: never early.
-        if reg.units > shard.fired_through.load(Acquire) && !shard.driver.is_shutdown() {
-            if reg.waker.is(waker) {
-                return Outcome::Pending;
-            }
+        let waiting = reg.units > shard.fired_through.load(Acquire) && !shard.driver.is_shutdown();
+        if waiting && reg.waker.is(waker) {
+            return Outcome::Pending;
+        }
+        self.poll_locked(waiting, waker)
+    }
+
+    /// The rest of [`poll`](Self::poll), under the shard's lock: a new waker to swap in while
+    /// `waiting`, else the entry to take out.
+    #[cold]
+    #[inline(never)]
+    fn poll_locked(&mut self, waiting: bool, waker: &Waker) -> Outcome {
+        let Some(reg) = self.registered.as_mut() else {
+            return Outcome::Due;
+        };
+        if waiting {
             // Another task (or a waker that clones differently): swap it in under the lock.
-            if let Some(id) = shard.refresh(reg.key, waker) {
+            if let Some(id) = self.shard.refresh(reg.key, waker) {
                 reg.waker = id;
                 return Outcome::Pending;
             }
@@ -216,6 +230,7 @@ impl TimerEntry {
     }
 
     /// Removes the entry from the wheel, if registered: whether it was still pending.
+    #[inline]
     pub(crate) fn cancel(&mut self) -> bool {
         match self.registered.take() {
             Some(reg) => self.shard.cancel(reg.key).is_some(),
