@@ -35,6 +35,15 @@
 //! exact deadlines, no panic on far ones, no allocation per expiry): switching is a change of
 //! imports.
 //!
+//! # Services
+//!
+//! With the `server`, `http` and `grpc` features, every timer a hyper, axum or tonic service
+//! runs can live on the wheel: `server::serve` serves a tower service (an `axum::Router` as
+//! is) with header-read, keep-alive, idle, age and shutdown limits in one call;
+//! the `http` module has tower-http's 408 `TimeoutLayer` and body timeouts; the `grpc` module
+//! honours and propagates `grpc-timeout` deadlines. The `hyper` and `tower` features have
+//! `HyperTimer` and a drop-in for `tower::timeout`.
+//!
 //! # Guarantees
 //!
 //! - **Never early.** A timer fires at or after its deadline: deadlines round up to the next
@@ -132,9 +141,18 @@ mod wheel;
 
 mod integrations;
 
+#[cfg(feature = "grpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
+pub use crate::integrations::grpc;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use crate::integrations::http;
 #[cfg(feature = "hyper")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 pub use crate::integrations::hyper;
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
+pub use crate::integrations::server;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use crate::integrations::tower;

@@ -199,6 +199,44 @@ impl IdleTimeout<()> {
     pub fn builder() -> IdleTimeoutBuilder {
         IdleTimeoutBuilder::default()
     }
+
+    /// Whether `err`, or an error in its `source()` chain (a hyper error wrapping the I/O
+    /// error, say), is the error an `IdleTimeout` fails with: tells an idle close from a
+    /// transport error, even one of kind `TimedOut`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio::io::AsyncReadExt;
+    /// use tokio_timing_wheel::IdleTimeout;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let (_peer, io) = tokio::io::duplex(64);
+    /// let mut io = IdleTimeout::new(io, Duration::from_secs(1));
+    /// let err = io.read(&mut [0; 8]).await.unwrap_err();
+    /// assert!(IdleTimeout::is_idle_error(&err));
+    ///
+    /// let other = std::io::Error::new(std::io::ErrorKind::TimedOut, "the kernel gave up");
+    /// assert!(!IdleTimeout::is_idle_error(&other));
+    /// # }
+    /// ```
+    pub fn is_idle_error(err: &(dyn std::error::Error + 'static)) -> bool {
+        let mut next = Some(err);
+        while let Some(e) = next {
+            if e.is::<IdleElapsed>() {
+                return true;
+            }
+            if let Some(io) = e.downcast_ref::<io::Error>() {
+                if io.get_ref().is_some_and(|inner| inner.is::<IdleElapsed>()) {
+                    return true;
+                }
+            }
+            next = e.source();
+        }
+        false
+    }
 }
 
 impl<IO> IdleTimeout<IO> {
@@ -243,11 +281,21 @@ impl<IO> IdleTimeout<IO> {
 
 /// The error of every read and write once the connection has timed out.
 fn timed_out_error() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::TimedOut,
-        "connection idle past its limit (IdleTimeout)",
-    )
+    io::Error::new(io::ErrorKind::TimedOut, IdleElapsed)
 }
+
+/// What an `IdleTimeout`'s `io::Error` carries, so [`IdleTimeout::is_idle_error`] can tell it
+/// from a transport error of the same kind.
+#[derive(Debug)]
+struct IdleElapsed;
+
+impl fmt::Display for IdleElapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("connection idle past its limit (IdleTimeout)")
+    }
+}
+
+impl std::error::Error for IdleElapsed {}
 
 /// A read or write must wait: arms `sleep` (created on first use) for `deadline` with this
 /// task's waker; `Ready` once the deadline has passed (or the timer shut down).

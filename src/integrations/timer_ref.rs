@@ -28,7 +28,7 @@ impl TimerRef {
         }
     }
 
-    #[cfg(feature = "tower")] // the tower Timeout's response futures
+    #[cfg(any(feature = "tower", feature = "http"))] // the timeout layers
     pub(crate) fn timeout<F: std::future::IntoFuture>(
         &self,
         duration: std::time::Duration,
@@ -37,6 +37,20 @@ impl TimerRef {
         match &self.0 {
             Some(t) => t.timeout(duration, future),
             None => crate::timeout(duration, future),
+        }
+    }
+}
+
+impl TimerRef {
+    #[cfg(feature = "grpc")] // the gRPC deadline's response futures
+    pub(crate) fn timeout_at<F: std::future::IntoFuture>(
+        &self,
+        deadline: Instant,
+        future: F,
+    ) -> crate::Timeout<F::IntoFuture> {
+        match &self.0 {
+            Some(t) => t.timeout_at(deadline, future),
+            None => crate::timeout_at(deadline, future),
         }
     }
 }

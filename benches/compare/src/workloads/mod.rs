@@ -53,6 +53,7 @@ pub(crate) mod interval;
 pub(crate) mod memory;
 pub(crate) mod reset;
 pub(crate) mod rpc;
+pub(crate) mod service;
 
 /// Every workload, in the order they run: the registry.
 pub(crate) const ALL: &[Workload] = &[
@@ -68,6 +69,7 @@ pub(crate) const ALL: &[Workload] = &[
     interval::WORKLOAD,
     delay_queue::WORKLOAD,
     hyper_idle::WORKLOAD,
+    service::WORKLOAD,
 ];
 
 /// The workload called `name`.

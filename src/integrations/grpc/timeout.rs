@@ -1,0 +1,242 @@
+//! `GrpcTimeoutLayer`: honours `grpc-timeout`, answering DEADLINE_EXCEEDED when it passes.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use tokio::task::futures::TaskLocalFuture;
+use tower::{Layer, Service};
+
+use super::{parse_grpc_timeout, Deadline};
+use crate::integrations::timer_ref::TimerRef;
+use crate::Timer;
+
+/// The `grpc-status` of DEADLINE_EXCEEDED.
+const DEADLINE_EXCEEDED: &str = "4";
+
+/// Applies [`GrpcTimeout`]: a gRPC server's deadline, from the client's `grpc-timeout` header
+/// and the server's own maximum.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use tokio_timing_wheel::grpc::GrpcTimeoutLayer;
+/// use tower::{Service, ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let slow = tower::service_fn(|_req: http::Request<()>| async {
+///     tokio::time::sleep(Duration::from_secs(60)).await;
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+/// });
+/// let mut svc = ServiceBuilder::new().layer(GrpcTimeoutLayer::new()).service(slow);
+/// let req = http::Request::builder().header("grpc-timeout", "100m").body(()).unwrap();
+/// let res = svc.ready().await.unwrap().call(req).await.unwrap();
+/// assert_eq!(res.status(), 200);
+/// assert_eq!(res.headers()["content-type"], "application/grpc");
+/// assert_eq!(res.headers()["grpc-status"], "4"); // DEADLINE_EXCEEDED
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct GrpcTimeoutLayer {
+    max: Option<Duration>,
+    timer: TimerRef,
+}
+
+impl GrpcTimeoutLayer {
+    /// Honours each request's `grpc-timeout`; requests without one (or with a malformed one)
+    /// get no deadline.
+    ///
+    /// # Examples
+    ///
+    /// See [`GrpcTimeoutLayer`].
+    pub fn new() -> GrpcTimeoutLayer {
+        GrpcTimeoutLayer::default()
+    }
+
+    /// Caps every deadline at `max`, and gives requests without `grpc-timeout` that deadline.
+    /// A zero `max` answers DEADLINE_EXCEEDED to every call not answered on its first poll (as
+    /// a `grpc-timeout` of `0n` does).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use tokio_timing_wheel::grpc::GrpcTimeoutLayer;
+    ///
+    /// let layer = GrpcTimeoutLayer::new().max(Duration::from_secs(30));
+    /// # let _ = layer;
+    /// ```
+    pub fn max(mut self, max: Duration) -> GrpcTimeoutLayer {
+        self.max = Some(max);
+        self
+    }
+
+    /// Runs the deadlines on `timer` instead of the runtime's default wheel.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tokio_timing_wheel::{grpc::GrpcTimeoutLayer, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = GrpcTimeoutLayer::new().timer(Timer::builder().build().unwrap());
+    /// # let _ = layer;
+    /// # }
+    /// ```
+    pub fn timer(mut self, timer: Timer) -> GrpcTimeoutLayer {
+        self.timer = TimerRef::from(timer);
+        self
+    }
+}
+
+impl<S> Layer<S> for GrpcTimeoutLayer {
+    type Service = GrpcTimeout<S>;
+
+    fn layer(&self, inner: S) -> GrpcTimeout<S> {
+        GrpcTimeout {
+            inner,
+            max: self.max,
+            timer: self.timer.clone(),
+        }
+    }
+}
+
+/// A gRPC service with a deadline: the sooner of the request's `grpc-timeout` and the
+/// layer's maximum. The handler sees it as a [`Deadline`] request extension and as
+/// [`Deadline::current`]; when it passes, the handler's future is dropped and the client gets
+/// a trailers-only `DEADLINE_EXCEEDED`: HTTP 200, `content-type: application/grpc`,
+/// `grpc-status: 4`, `grpc-message: Deadline exceeded`. A response that is ready in time goes
+/// out as it is (its body is not timed).
+///
+/// # Examples
+///
+/// See [`GrpcTimeoutLayer`].
+#[derive(Clone, Debug)]
+pub struct GrpcTimeout<S> {
+    inner: S,
+    max: Option<Duration>,
+    timer: TimerRef,
+}
+
+impl<S> GrpcTimeout<S> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for GrpcTimeout<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: Default,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<ReqBody>) -> ResponseFuture<S::Future> {
+        let asked = request
+            .headers()
+            .get("grpc-timeout")
+            .and_then(|v| parse_grpc_timeout(v.as_bytes()));
+        let limit = match (asked, self.max) {
+            (Some(asked), Some(max)) => Some(asked.min(max)),
+            (asked, max) => asked.or(max),
+        };
+        let Some(limit) = limit else {
+            return ResponseFuture {
+                state: State::Plain {
+                    future: self.inner.call(request),
+                },
+            };
+        };
+        let deadline = Deadline::after(limit);
+        request.extensions_mut().insert(deadline);
+        let future = deadline.sync_scope(|| self.inner.call(request));
+        ResponseFuture {
+            state: State::Timed {
+                future: self
+                    .timer
+                    .timeout_at(deadline.instant(), deadline.scope(future)),
+            },
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`GrpcTimeout`].
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct ResponseFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Plain { #[pin] future: F },
+        Timed { #[pin] future: crate::Timeout<TaskLocalFuture<Deadline, F>> },
+    }
+}
+
+impl<F> fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let deadline = match &self.state {
+            State::Plain { .. } => None,
+            State::Timed { future } => Some(future.deadline()),
+        };
+        f.debug_struct("ResponseFuture")
+            .field("deadline", &deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: Default,
+{
+    type Output = Result<Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Plain { future } => future.poll(cx),
+            StateProj::Timed { future } => Poll::Ready(match ready!(future.poll(cx)) {
+                Ok(response) => response,
+                Err(_) => Ok(deadline_exceeded()),
+            }),
+        }
+    }
+}
+
+/// A trailers-only gRPC response: the status in the headers, an empty body.
+fn deadline_exceeded<B: Default>() -> Response<B> {
+    let mut response = Response::new(B::default());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert("grpc-status", HeaderValue::from_static(DEADLINE_EXCEEDED));
+    headers.insert(
+        "grpc-message",
+        HeaderValue::from_static("Deadline exceeded"),
+    );
+    response
+}

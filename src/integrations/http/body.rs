@@ -1,0 +1,436 @@
+//! `TimeoutBody` and the layers that put it on request and response bodies: one wheel timer
+//! per body, moved in place after each frame.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tokio::time::Instant;
+use tower::{Layer, Service};
+
+use crate::integrations::timer_ref::TimerRef;
+use crate::{Sleep, Timer};
+
+type BoxError = Box<dyn StdError + Send + Sync>;
+
+#[cfg(test)]
+thread_local! {
+    /// Timers the bodies of this thread have created (the unit test counts them).
+    static TIMERS_CREATED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The error of a [`TimeoutBody`] that waited longer than its limit for a frame.
+///
+/// # Examples
+///
+/// ```
+/// use tokio_timing_wheel::http::TimeoutError;
+///
+/// let e: Box<dyn std::error::Error + Send + Sync> = Box::new(TimeoutError::new());
+/// assert!(e.is::<TimeoutError>());
+/// ```
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TimeoutError(());
+
+impl TimeoutError {
+    /// A new body timeout error.
+    pub fn new() -> TimeoutError {
+        TimeoutError(())
+    }
+}
+
+impl fmt::Display for TimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("body timed out: no frame within its limit")
+    }
+}
+
+impl StdError for TimeoutError {}
+
+pin_project! {
+    /// A body that fails with [`TimeoutError`] when no frame arrives for its limit:
+    /// tower-http's `TimeoutBody`, on the wheel.
+    ///
+    /// The limit counts from the moment the body is waited on (a poll that finds no frame), so
+    /// a consumer that is slow to poll does not fail it. Its one wheel timer is created at the
+    /// first wait and moved in place after each frame (one comparison in the wheel), never
+    /// created again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use http_body_util::BodyExt;
+    /// use tokio_timing_wheel::http::{TimeoutBody, TimeoutError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// // A body that never sends anything.
+    /// let (_tx, body) = http_body_util::channel::Channel::<bytes::Bytes, std::convert::Infallible>::new(1);
+    /// let body = TimeoutBody::new(Duration::from_secs(1), body);
+    /// let err = body.collect().await.unwrap_err();
+    /// assert!(err.is::<TimeoutError>());
+    /// # }
+    /// ```
+    pub struct TimeoutBody<B> {
+        #[pin]
+        body: B,
+        timeout: Duration,
+        sleep: Option<Sleep>,
+        // A frame arrived since the timer was last placed: move it at the next wait.
+        moved: bool,
+        timer: TimerRef,
+    }
+}
+
+impl<B> TimeoutBody<B> {
+    /// Wraps `body` with a `timeout` between frames.
+    ///
+    /// A zero `timeout` fails the body the first time it has to wait for a frame.
+    ///
+    /// # Examples
+    ///
+    /// See [`TimeoutBody`].
+    pub fn new(timeout: Duration, body: B) -> TimeoutBody<B> {
+        TimeoutBody::with_timer(timeout, body, TimerRef::default())
+    }
+
+    fn with_timer(timeout: Duration, body: B, timer: TimerRef) -> TimeoutBody<B> {
+        TimeoutBody {
+            body,
+            timeout,
+            sleep: None,
+            moved: false,
+            timer,
+        }
+    }
+
+    /// The wrapped body.
+    pub fn get_ref(&self) -> &B {
+        &self.body
+    }
+
+    /// Unwraps the body.
+    pub fn into_inner(self) -> B {
+        self.body
+    }
+}
+
+impl<B> fmt::Debug for TimeoutBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimeoutBody")
+            .field("timeout", &self.timeout)
+            .field("deadline", &self.sleep.as_ref().map(Sleep::deadline))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B> Body for TimeoutBody<B>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    type Data = B::Data;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, BoxError>>> {
+        let me = self.project();
+        if let Poll::Ready(frame) = me.body.poll_frame(cx) {
+            *me.moved = true;
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        let sleep = match me.sleep {
+            Some(sleep) => {
+                if *me.moved {
+                    Pin::new(&mut *sleep).reset(Instant::now() + *me.timeout);
+                }
+                sleep
+            }
+            None => {
+                #[cfg(test)]
+                TIMERS_CREATED.with(|n| n.set(n.get() + 1));
+                me.sleep
+                    .insert(me.timer.sleep_until(Instant::now() + *me.timeout))
+            }
+        };
+        *me.moved = false;
+        ready!(Pin::new(sleep).poll(cx));
+        Poll::Ready(Some(Err(Box::new(TimeoutError::new()))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+macro_rules! body_layer {
+    ($layer:ident, $service:ident, $what:literal, $example:literal) => {
+        #[doc = concat!("Wraps the ", $what, " body of every request in a [`TimeoutBody`].")]
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::Duration;
+        #[doc = concat!("use tokio_timing_wheel::http::", stringify!($layer), ";")]
+        /// use tower::ServiceBuilder;
+        ///
+        /// let svc = ServiceBuilder::new()
+        #[doc = concat!("    .layer(", stringify!($layer), "::new(Duration::from_secs(30)))")]
+        #[doc = $example]
+        /// # let _ = svc;
+        /// ```
+        #[derive(Clone, Debug)]
+        pub struct $layer {
+            timeout: Duration,
+            timer: TimerRef,
+        }
+
+        impl $layer {
+            /// Fails a body that waits longer than `timeout` for a frame.
+            ///
+            /// # Examples
+            ///
+            #[doc = concat!("See [`", stringify!($layer), "`].")]
+            pub fn new(timeout: Duration) -> $layer {
+                $layer {
+                    timeout,
+                    timer: TimerRef::default(),
+                }
+            }
+
+            /// Runs the body timers on `timer` instead of the runtime's default wheel.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// # use std::time::Duration;
+            #[doc = concat!("use tokio_timing_wheel::{http::", stringify!($layer), ", Timer};")]
+            ///
+            /// # #[tokio::main(flavor = "current_thread")]
+            /// # async fn main() {
+            /// let timer = Timer::builder().build().unwrap();
+            #[doc = concat!("let layer = ", stringify!($layer), "::new(Duration::from_secs(30)).timer(timer);")]
+            /// # let _ = layer;
+            /// # }
+            /// ```
+            pub fn timer(mut self, timer: Timer) -> $layer {
+                self.timer = TimerRef::from(timer);
+                self
+            }
+        }
+
+        impl<S> Layer<S> for $layer {
+            type Service = $service<S>;
+
+            fn layer(&self, inner: S) -> $service<S> {
+                $service {
+                    inner,
+                    timeout: self.timeout,
+                    timer: self.timer.clone(),
+                }
+            }
+        }
+
+        #[doc = concat!("The service [`", stringify!($layer), "`] makes.")]
+        ///
+        /// # Examples
+        ///
+        #[doc = concat!("See [`", stringify!($layer), "`].")]
+        #[derive(Clone, Debug)]
+        pub struct $service<S> {
+            inner: S,
+            timeout: Duration,
+            timer: TimerRef,
+        }
+
+        impl<S> $service<S> {
+            /// Wraps `inner`.
+            ///
+            /// # Examples
+            ///
+            #[doc = concat!("See [`", stringify!($layer), "`].")]
+            pub fn new(inner: S, timeout: Duration) -> $service<S> {
+                $layer::new(timeout).layer(inner)
+            }
+
+            /// The inner service.
+            pub fn get_ref(&self) -> &S {
+                &self.inner
+            }
+
+            /// Unwraps the inner service.
+            pub fn into_inner(self) -> S {
+                self.inner
+            }
+        }
+    };
+}
+
+body_layer!(
+    RequestBodyTimeoutLayer,
+    RequestBodyTimeout,
+    "request",
+    "    .service_fn(|_req: http::Request<tokio_timing_wheel::http::TimeoutBody<String>>| async {\n        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))\n    });"
+);
+body_layer!(
+    ResponseBodyTimeoutLayer,
+    ResponseBodyTimeout,
+    "response",
+    "    .service_fn(|_req: http::Request<String>| async {\n        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))\n    });"
+);
+
+impl<S, ReqBody> Service<Request<ReqBody>> for RequestBodyTimeout<S>
+where
+    S: Service<Request<TimeoutBody<ReqBody>>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> S::Future {
+        let (timeout, timer) = (self.timeout, self.timer.clone());
+        self.inner
+            .call(request.map(|body| TimeoutBody::with_timer(timeout, body, timer)))
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ResponseBodyTimeout<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    type Response = Response<TimeoutBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseBodyTimeoutFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        ResponseBodyTimeoutFuture {
+            inner: self.inner.call(request),
+            timeout: self.timeout,
+            timer: self.timer.clone(),
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`ResponseBodyTimeout`].
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct ResponseBodyTimeoutFuture<F> {
+        #[pin]
+        inner: F,
+        timeout: Duration,
+        timer: TimerRef,
+    }
+}
+
+impl<F> fmt::Debug for ResponseBodyTimeoutFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseBodyTimeoutFuture")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, B, E> Future for ResponseBodyTimeoutFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<TimeoutBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let me = self.project();
+        let response = ready!(me.inner.poll(cx))?;
+        let (timeout, timer) = (*me.timeout, me.timer.clone());
+        Poll::Ready(Ok(
+            response.map(|body| TimeoutBody::with_timer(timeout, body, timer))
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use tokio::sync::mpsc;
+
+    use super::*;
+
+    /// A body fed by a channel: a frame per message, pending in between.
+    struct Fed(mpsc::Receiver<&'static str>);
+
+    impl Body for Fed {
+        type Data = &'static [u8];
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<&'static [u8]>, Infallible>>> {
+            self.0
+                .poll_recv(cx)
+                .map(|m| m.map(|s| Ok(Frame::data(s.as_bytes()))))
+        }
+    }
+
+    async fn next(
+        body: &mut Pin<&mut TimeoutBody<Fed>>,
+    ) -> Option<Result<Frame<&'static [u8]>, BoxError>> {
+        std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await
+    }
+
+    /// A thousand frames, each after a wait: one wheel timer for the whole body, moved in
+    /// place; then a wait past the limit fails it.
+    #[tokio::test(start_paused = true)]
+    async fn one_timer_per_body_moved_in_place() {
+        let before = TIMERS_CREATED.with(|n| n.get());
+        let (tx, rx) = mpsc::channel(1);
+        let body = TimeoutBody::new(Duration::from_millis(100), Fed(rx));
+        let mut body = std::pin::pin!(body);
+        let feeder = tokio::spawn(async move {
+            for _ in 0..1000 {
+                tokio::time::sleep(Duration::from_millis(60)).await;
+                tx.send("x").await.unwrap();
+            }
+            // Then silence, past the limit.
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(tx);
+        });
+        for _ in 0..1000 {
+            let frame = next(&mut body).await.unwrap().unwrap();
+            assert_eq!(frame.into_data().unwrap(), b"x");
+        }
+        // 60 s in total, 600 times the limit: no timeout, one timer.
+        assert_eq!(TIMERS_CREATED.with(|n| n.get()) - before, 1);
+        let started = Instant::now();
+        let err = next(&mut body).await.unwrap().unwrap_err();
+        assert!(err.is::<TimeoutError>());
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(100) && waited <= Duration::from_millis(102),
+            "{waited:?}"
+        );
+        assert_eq!(TIMERS_CREATED.with(|n| n.get()) - before, 1);
+        feeder.abort();
+    }
+}

@@ -1,0 +1,262 @@
+//! `TimeoutLayer` and `Timeout`: answer 408 (or another status) when a response is late.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use tower::{Layer, Service};
+
+use crate::integrations::timer_ref::TimerRef;
+use crate::Timer;
+
+/// Applies [`Timeout`] to a service: tower-http's `TimeoutLayer`, on the wheel.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use http::StatusCode;
+/// use tokio_timing_wheel::http::TimeoutLayer;
+/// use tower::{Service, ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let slow = tower::service_fn(|_req: http::Request<()>| async {
+///     tokio::time::sleep(Duration::from_secs(60)).await;
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("late")))
+/// });
+/// let mut svc = ServiceBuilder::new()
+///     .layer(TimeoutLayer::new(Duration::from_secs(1)))
+///     .service(slow);
+/// let res = svc.ready().await.unwrap().call(http::Request::new(())).await.unwrap();
+/// assert_eq!(res.status(), StatusCode::REQUEST_TIMEOUT);
+/// assert!(res.body().is_empty());
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct TimeoutLayer {
+    timeout: Duration,
+    status: StatusCode,
+    timer: TimerRef,
+}
+
+impl TimeoutLayer {
+    /// Answers `408 Request Timeout` when the inner service takes longer than `timeout`.
+    ///
+    /// A zero `timeout` answers 408 to every request whose response is not ready on its first
+    /// poll.
+    ///
+    /// # Examples
+    ///
+    /// See [`TimeoutLayer`].
+    pub fn new(timeout: Duration) -> TimeoutLayer {
+        TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout)
+    }
+
+    /// Answers `status` (with an empty body) when the inner service takes longer than
+    /// `timeout`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use http::StatusCode;
+    /// use tokio_timing_wheel::http::TimeoutLayer;
+    ///
+    /// let layer = TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, Duration::from_secs(5));
+    /// # let _ = layer;
+    /// ```
+    pub fn with_status_code(status: StatusCode, timeout: Duration) -> TimeoutLayer {
+        TimeoutLayer {
+            timeout,
+            status,
+            timer: TimerRef::default(),
+        }
+    }
+
+    /// Runs the timeouts on `timer` instead of the default wheel of the runtime each request
+    /// is served on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use tokio_timing_wheel::{http::TimeoutLayer, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let timer = Timer::builder().build().unwrap();
+    /// let layer = TimeoutLayer::new(Duration::from_secs(5)).timer(timer);
+    /// # let _ = layer;
+    /// # }
+    /// ```
+    pub fn timer(mut self, timer: Timer) -> TimeoutLayer {
+        self.timer = TimerRef::from(timer);
+        self
+    }
+}
+
+impl<S> Layer<S> for TimeoutLayer {
+    type Service = Timeout<S>;
+
+    fn layer(&self, inner: S) -> Timeout<S> {
+        Timeout {
+            inner,
+            timeout: self.timeout,
+            status: self.status,
+            timer: self.timer.clone(),
+        }
+    }
+}
+
+/// A service whose responses that take longer than a limit are replaced by an empty
+/// `408 Request Timeout` (or another status): tower-http's `Timeout`, on the wheel. The inner
+/// service's future is dropped at the limit.
+///
+/// # Examples
+///
+/// See [`TimeoutLayer`]; `Timeout::new(service, limit)` is the same as
+/// `TimeoutLayer::new(limit).layer(service)`.
+#[derive(Clone, Debug)]
+pub struct Timeout<S> {
+    inner: S,
+    timeout: Duration,
+    status: StatusCode,
+    timer: TimerRef,
+}
+
+impl<S> Timeout<S> {
+    /// Wraps `inner`, answering 408 after `timeout`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use tokio_timing_wheel::http::Timeout;
+    ///
+    /// let svc = tower::service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// });
+    /// let svc = Timeout::new(svc, Duration::from_secs(5));
+    /// # let _ = svc;
+    /// ```
+    pub fn new(inner: S, timeout: Duration) -> Timeout<S> {
+        TimeoutLayer::new(timeout).layer(inner)
+    }
+
+    /// Wraps `inner`, answering `status` after `timeout`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use http::StatusCode;
+    /// use tokio_timing_wheel::http::Timeout;
+    ///
+    /// let svc = tower::service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// });
+    /// let svc = Timeout::with_status_code(svc, StatusCode::GATEWAY_TIMEOUT, Duration::from_secs(5));
+    /// # let _ = svc;
+    /// ```
+    pub fn with_status_code(inner: S, status: StatusCode, timeout: Duration) -> Timeout<S> {
+        TimeoutLayer::with_status_code(status, timeout).layer(inner)
+    }
+
+    /// A [`TimeoutLayer`] answering 408 after `timeout`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use tokio_timing_wheel::http::Timeout;
+    ///
+    /// let layer = Timeout::<()>::layer(Duration::from_secs(5));
+    /// # let _ = layer;
+    /// ```
+    pub fn layer(timeout: Duration) -> TimeoutLayer {
+        TimeoutLayer::new(timeout)
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Timeout<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: Default,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
+        ResponseFuture {
+            inner: self.timer.timeout(self.timeout, self.inner.call(request)),
+            status: self.status,
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`Timeout`].
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct ResponseFuture<F> {
+        #[pin]
+        inner: crate::Timeout<F>,
+        status: StatusCode,
+    }
+}
+
+impl<F> fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("deadline", &self.inner.deadline())
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: Default,
+{
+    type Output = Result<Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let me = self.project();
+        Poll::Ready(match ready!(me.inner.poll(cx)) {
+            Ok(response) => response,
+            // Also when the timer was shut down: the request cannot be timed any more, and
+            // answering is better than hanging.
+            Err(_) => {
+                let mut response = Response::new(B::default());
+                *response.status_mut() = *me.status;
+                Ok(response)
+            }
+        })
+    }
+}

@@ -1,0 +1,601 @@
+//! One connection: the I/O and service wrappers that track its state, and the task that
+//! enforces its header-read, keep-alive and age limits on one wheel timer.
+
+use std::error::Error as StdError;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::SocketAddr;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::task::AtomicWaker;
+use http_body::{Body, Frame, SizeHint};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use pin_project_lite::pin_project;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::metrics::{CloseReason, ServeMetrics};
+use crate::{IdleTimeout, Sleep, Timer};
+
+type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// The per-connection limits, as `Serve`'s builder methods set them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Limits {
+    pub(crate) header_read: Option<Duration>,
+    pub(crate) keep_alive: Option<Duration>,
+    pub(crate) idle: Option<Duration>,
+    pub(crate) max_age: Option<Duration>,
+    /// Also bounds the drain that follows `max_age`.
+    pub(crate) shutdown_timeout: Option<Duration>,
+}
+
+/// What every connection task shares with the accept loop.
+#[derive(Debug)]
+pub(crate) struct ConnCtx {
+    pub(crate) builder: auto::Builder<TokioExecutor>,
+    pub(crate) limits: Limits,
+    pub(crate) timer: Option<Timer>,
+    pub(crate) metrics: ServeMetrics,
+    pub(crate) phase: Phase,
+}
+
+impl ConnCtx {
+    fn sleep_until(&self, at: Instant) -> Sleep {
+        match &self.timer {
+            Some(t) => t.sleep_until(at),
+            None => crate::sleep_wheel_until(at),
+        }
+    }
+}
+
+/// The server's phase, broadcast to every connection task.
+#[derive(Debug, Default)]
+pub(crate) struct Phase {
+    phase: AtomicU8,
+    notify: Notify,
+}
+
+pub(crate) const RUNNING: u8 = 0;
+pub(crate) const DRAINING: u8 = 1;
+pub(crate) const CUT: u8 = 2;
+
+impl Phase {
+    pub(crate) fn set(&self, phase: u8) {
+        self.phase.store(phase, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    fn get(&self) -> u8 {
+        self.phase.load(Ordering::SeqCst)
+    }
+}
+
+/// A connection's request state, written by its I/O (a request head begins) and its service
+/// (a request starts, its response ends), read by its task to place its one timer.
+#[derive(Debug)]
+struct State {
+    /// Requests (HTTP/2: streams) whose response has not ended yet.
+    in_flight: usize,
+    /// Since when no request has been in flight (`None` while one is).
+    idle_since: Option<Instant>,
+    /// Since when an HTTP/1 request head has been arriving (`None` between requests). A new
+    /// connection waits for its first head from its accept.
+    head_since: Option<Instant>,
+    /// The client sent the HTTP/2 preface: no header-read limit.
+    h2: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    /// The connection task is polling hyper right now: it will look at the state after.
+    polling: AtomicBool,
+    waker: AtomicWaker,
+    /// `IdleTimeout` failed the I/O.
+    idle_timed_out: AtomicBool,
+    /// A header-read limit is set: track where request heads begin.
+    heads: bool,
+    /// A keep-alive limit is set: track when the connection falls idle.
+    keep_alive: bool,
+    /// The last write or flush waited for the socket: a response is still going out (hyper
+    /// drops a response body once it has buffered its last frame, before writing it).
+    write_blocked: AtomicBool,
+}
+
+impl Shared {
+    /// Whether the state is kept at all: without a header-read or keep-alive limit it is not
+    /// needed, and requests cost no lock and no clock read.
+    fn tracked(&self) -> bool {
+        self.heads || self.keep_alive
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn request_started(&self) {
+        if !self.tracked() {
+            return;
+        }
+        let mut st = self.lock();
+        st.in_flight += 1;
+        st.idle_since = None;
+        st.head_since = None;
+    }
+
+    fn request_ended(&self) {
+        if !self.tracked() {
+            return;
+        }
+        let now_idle = {
+            let mut st = self.lock();
+            st.in_flight -= 1;
+            if st.in_flight == 0 && self.keep_alive {
+                st.idle_since = Some(Instant::now());
+            }
+            st.in_flight == 0 && self.keep_alive
+        };
+        // The keep-alive clock starts: the task must place its timer, unless it is polling
+        // hyper right now (then it looks at the state right after).
+        if now_idle && !self.polling.load(Ordering::SeqCst) {
+            self.waker.wake();
+        }
+    }
+}
+
+/// What the connection's timer is set for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Due {
+    HeaderRead,
+    KeepAlive,
+    MaxAge,
+    DrainCut,
+}
+
+fn next_due(
+    st: &State,
+    write_blocked: bool,
+    limits: &Limits,
+    accepted: Instant,
+    drain: &Drain,
+) -> Option<(Instant, Due)> {
+    if drain.cause.is_some() {
+        return drain.cut_at.map(|at| (at, Due::DrainCut));
+    }
+    let mut best: Option<(Instant, Due)> = None;
+    let mut consider = |at: Instant, due: Due| {
+        if best.map_or(true, |(b, _)| at < b) {
+            best = Some((at, due));
+        }
+    };
+    let head = match (st.h2, limits.header_read, st.head_since) {
+        (false, Some(limit), Some(since)) => Some(since + limit),
+        _ => None,
+    };
+    if let Some(at) = head {
+        consider(at, Due::HeaderRead);
+    } else if let (0, false, Some(limit), Some(since)) = (
+        st.in_flight,
+        write_blocked,
+        limits.keep_alive,
+        st.idle_since,
+    ) {
+        consider(since + limit, Due::KeepAlive);
+    }
+    if let Some(age) = limits.max_age {
+        consider(accepted + age, Due::MaxAge);
+    }
+    best
+}
+
+#[derive(Debug, Default)]
+struct Drain {
+    /// Why the connection is draining (graceful shutdown asked of hyper).
+    cause: Option<CloseReason>,
+    /// When the drain is cut, if ever.
+    cut_at: Option<Instant>,
+}
+
+/// Serves one accepted connection to its end, then counts and logs why it ended.
+pub(crate) async fn run<S, B>(tcp: TcpStream, peer: SocketAddr, service: S, ctx: Arc<ConnCtx>)
+where
+    S: tower::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let accepted = Instant::now();
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            in_flight: 0,
+            idle_since: Some(accepted),
+            head_since: Some(accepted),
+            h2: false,
+        }),
+        polling: AtomicBool::new(false),
+        waker: AtomicWaker::new(),
+        idle_timed_out: AtomicBool::new(false),
+        heads: ctx.limits.header_read.is_some(),
+        keep_alive: ctx.limits.keep_alive.is_some(),
+        write_blocked: AtomicBool::new(false),
+    });
+    let mut idle = IdleTimeout::builder();
+    if let Some(limit) = ctx.limits.idle {
+        idle = idle.idle(limit);
+    }
+    if let Some(timer) = &ctx.timer {
+        idle = idle.timer(timer.clone());
+    }
+    let io = TokioIo::new(ConnIo {
+        io: idle.build(tcp),
+        shared: shared.clone(),
+        sniffed: 0,
+        proto: Proto::Unknown,
+    });
+    let service = TowerToHyperService::new(Tracked {
+        inner: service,
+        shared: shared.clone(),
+    });
+    let mut conn = pin!(ctx.builder.serve_connection_with_upgrades(io, service));
+
+    // The state of a connection whose state is not kept (see `Shared::tracked`).
+    let untracked = State {
+        in_flight: 0,
+        idle_since: None,
+        head_since: None,
+        h2: false,
+    };
+    let mut sleep: Option<Sleep> = None;
+    let mut drain = Drain::default();
+    let mut notified = pin!(ctx.phase.notify.notified());
+    let reason = loop {
+        match ctx.phase.get() {
+            RUNNING => {}
+            DRAINING if drain.cause.is_none() => {
+                drain = Drain {
+                    cause: Some(CloseReason::Shutdown),
+                    cut_at: None, // the server cuts every connection at once
+                };
+                conn.as_mut().graceful_shutdown();
+            }
+            DRAINING => {}
+            _ => break CloseReason::ShutdownTimeout,
+        }
+        enum Event<T> {
+            Done(T),
+            Phase,
+            Due,
+        }
+        let event = poll_fn(|cx| {
+            shared.polling.store(true, Ordering::SeqCst);
+            let done = conn.as_mut().poll(cx);
+            shared.polling.store(false, Ordering::SeqCst);
+            if let Poll::Ready(result) = done {
+                return Poll::Ready(Event::Done(result));
+            }
+            if notified.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Event::Phase);
+            }
+            shared.waker.register(cx.waker());
+            let blocked = shared.write_blocked.load(Ordering::Relaxed);
+            let next = if shared.tracked() {
+                next_due(&shared.lock(), blocked, &ctx.limits, accepted, &drain)
+            } else {
+                next_due(&untracked, blocked, &ctx.limits, accepted, &drain)
+            };
+            if let Some((at, _)) = next {
+                let s = sleep.get_or_insert_with(|| ctx.sleep_until(at));
+                if s.deadline() != at {
+                    Pin::new(&mut *s).reset(at);
+                }
+                if Pin::new(s).poll(cx).is_ready() {
+                    return Poll::Ready(Event::Due);
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        match event {
+            Event::Done(Ok(())) => break drain.cause.unwrap_or(CloseReason::Completed),
+            Event::Done(Err(e)) => {
+                if shared.idle_timed_out.load(Ordering::Relaxed) {
+                    break CloseReason::Idle;
+                }
+                tracing::debug!(%peer, error = %e, "connection error");
+                break CloseReason::Error;
+            }
+            Event::Phase => notified.set(ctx.phase.notify.notified()),
+            Event::Due => {
+                let now = Instant::now();
+                let (h2, next) = {
+                    let st = shared.lock();
+                    let blocked = shared.write_blocked.load(Ordering::Relaxed);
+                    (st.h2, next_due(&st, blocked, &ctx.limits, accepted, &drain))
+                };
+                match next {
+                    Some((at, due)) if at <= now => match due {
+                        Due::HeaderRead => break CloseReason::HeaderRead,
+                        // HTTP/1 with nothing in flight and no head begun: close. HTTP/2:
+                        // GOAWAY, so the client knows not to retry on it.
+                        Due::KeepAlive if !h2 => break CloseReason::KeepAlive,
+                        Due::KeepAlive | Due::MaxAge => {
+                            let cause = if due == Due::MaxAge {
+                                CloseReason::MaxAge
+                            } else {
+                                CloseReason::KeepAlive
+                            };
+                            drain = Drain {
+                                cause: Some(cause),
+                                cut_at: ctx.limits.shutdown_timeout.map(|d| now + d),
+                            };
+                            conn.as_mut().graceful_shutdown();
+                        }
+                        Due::DrainCut => break CloseReason::ShutdownTimeout,
+                    },
+                    // The state moved the deadline since the timer was set: place it again.
+                    _ => {}
+                }
+            }
+        }
+    };
+    ctx.metrics.on_close(reason);
+    if reason.is_timeout() {
+        tracing::debug!(%peer, reason = reason.as_str(), "connection closed by a timeout");
+    } else {
+        tracing::trace!(%peer, reason = reason.as_str(), "connection closed");
+    }
+}
+
+/// What the first bytes of a connection said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proto {
+    Unknown,
+    Http1,
+    Http2,
+}
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
+
+pin_project! {
+    /// The connection's I/O: `IdleTimeout` over the socket, plus the start of each HTTP/1
+    /// request head (the first byte read while no request is in flight).
+    struct ConnIo {
+        #[pin]
+        io: IdleTimeout<TcpStream>,
+        shared: Arc<Shared>,
+        sniffed: usize,
+        proto: Proto,
+    }
+}
+
+impl ConnIo {
+    fn on_read(self: Pin<&mut Self>, bytes: &[u8]) {
+        let me = self.project();
+        if !me.shared.heads {
+            return;
+        }
+        if *me.proto == Proto::Unknown {
+            let want = &H2_PREFACE[*me.sniffed..];
+            let n = want.len().min(bytes.len());
+            if bytes[..n] != want[..n] {
+                *me.proto = Proto::Http1;
+            } else {
+                *me.sniffed += n;
+                if *me.sniffed == H2_PREFACE.len() {
+                    *me.proto = Proto::Http2;
+                    let mut st = me.shared.lock();
+                    st.h2 = true;
+                    st.head_since = None;
+                }
+            }
+        }
+        if *me.proto == Proto::Http2 {
+            return;
+        }
+        let mut st = me.shared.lock();
+        if st.in_flight == 0 && st.head_since.is_none() {
+            st.head_since = Some(Instant::now());
+        }
+    }
+
+    fn on_error(self: Pin<&mut Self>) {
+        let me = self.project();
+        if me.io.is_timed_out() {
+            me.shared.idle_timed_out.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl AsyncRead for ConnIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match self.as_mut().project().io.poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    self.on_read(&buf.filled()[before..]);
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => {
+                self.on_error();
+                Poll::Ready(Err(e))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl ConnIo {
+    fn check_error<T>(self: Pin<&mut Self>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if let Poll::Ready(Err(_)) = &poll {
+            self.on_error();
+        }
+        poll
+    }
+
+    /// After a write (a flush of a socket never waits, so it says nothing): note an error, or whether output waits for the socket. When it
+    /// stops waiting with nothing in flight, the response has gone out: the keep-alive clock
+    /// starts now.
+    fn check<T>(self: Pin<&mut Self>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        match &poll {
+            Poll::Ready(Err(_)) => self.on_error(),
+            Poll::Pending if self.shared.keep_alive => {
+                self.shared.write_blocked.store(true, Ordering::Relaxed)
+            }
+            Poll::Pending => {}
+            Poll::Ready(Ok(_)) => {
+                // A plain load first: the common write never waited, and costs no RMW.
+                if self.shared.write_blocked.load(Ordering::Relaxed) {
+                    self.shared.write_blocked.store(false, Ordering::Relaxed);
+                    let mut st = self.shared.lock();
+                    if st.in_flight == 0 {
+                        st.idle_since = Some(Instant::now());
+                    }
+                }
+            }
+        }
+        poll
+    }
+}
+
+impl AsyncWrite for ConnIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = self.as_mut().project().io.poll_write(cx, buf);
+        self.check(poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = self.as_mut().project().io.poll_write_vectored(cx, bufs);
+        self.check(poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = self.as_mut().project().io.poll_flush(cx);
+        self.check_error(poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = self.as_mut().project().io.poll_shutdown(cx);
+        self.check_error(poll)
+    }
+}
+
+/// The user's service, counting requests in flight (from the call to the response body's end).
+#[derive(Clone)]
+struct Tracked<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+/// One request in flight; its drop ends it.
+struct InFlight(Arc<Shared>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.request_ended();
+    }
+}
+
+impl<S, R, B> tower::Service<R> for Tracked<S>
+where
+    S: tower::Service<R, Response = http::Response<B>>,
+{
+    type Response = http::Response<TrackedBody<B>>;
+    type Error = S::Error;
+    type Future = TrackedFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        self.shared.request_started();
+        TrackedFuture {
+            inner: self.inner.call(request),
+            guard: Some(InFlight(self.shared.clone())),
+        }
+    }
+}
+
+pin_project! {
+    struct TrackedFuture<F> {
+        #[pin]
+        inner: F,
+        guard: Option<InFlight>,
+    }
+}
+
+impl<F, B, E> Future for TrackedFuture<F>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+{
+    type Output = Result<http::Response<TrackedBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let me = self.project();
+        let response = std::task::ready!(me.inner.poll(cx))?;
+        let guard = me.guard.take();
+        Poll::Ready(Ok(response.map(|inner| TrackedBody {
+            inner,
+            _guard: guard,
+        })))
+    }
+}
+
+pin_project! {
+    struct TrackedBody<B> {
+        #[pin]
+        inner: B,
+        _guard: Option<InFlight>,
+    }
+}
+
+impl<B: Body> Body for TrackedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,489 @@
+//! `serve` and `Serve`: the accept loop, its builder methods and its graceful shutdown.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::{poll_fn, Future, IntoFuture};
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http_body::Body;
+use hyper_util::rt::TokioExecutor;
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::conn::{self, ConnCtx, Limits, Phase, CUT, DRAINING};
+use super::metrics::ServeMetrics;
+use crate::hyper::HyperTimer;
+use crate::Timer;
+
+type BoxError = Box<dyn StdError + Send + Sync>;
+type Signal = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Serves `service` on every connection `listener` accepts, HTTP/1 and HTTP/2 (auto-detected),
+/// every timer on the wheel; shaped like `axum::serve`.
+///
+/// `service` is any `tower::Service` of `http::Request<hyper::body::Incoming>` that is
+/// `Clone + Send + 'static` with an `http_body::Body` response; an `axum::Router` qualifies as
+/// is. Set limits with [`Serve`]'s builder methods, then `.await` it (or spawn it: it is
+/// `Send + 'static`). No limit is on by default: set those your service needs.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::time::Duration;
+///
+/// use tokio_timing_wheel::server::serve;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let app = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+///     Ok::<_, Infallible>(http::Response::new(String::from("hello\n")))
+/// });
+/// # let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// # drop(stop);
+/// serve(listener, app)
+///     .header_read_timeout(Duration::from_secs(10))
+///     .keep_alive_timeout(Duration::from_secs(60))
+///     .idle_timeout(Duration::from_secs(120))
+///     .max_connection_age(Duration::from_secs(3600))
+///     .with_graceful_shutdown(async move { let _ = stopped.await; })
+///     .shutdown_timeout(Duration::from_secs(30))
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+pub fn serve<S, B>(listener: TcpListener, service: S) -> Serve<S>
+where
+    S: tower::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    Serve {
+        listener,
+        service,
+        limits: Limits::default(),
+        http2_keep_alive_interval: None,
+        timer: None,
+        signal: None,
+        metrics: ServeMetrics::default(),
+    }
+}
+
+/// A server being configured; `.await` it to run it. Made by [`serve`].
+///
+/// The header-read limit is the total time for one HTTP/1 request head (bytes trickled in do
+/// not extend it) and is the only limit that knows HTTP/1 from HTTP/2; the keep-alive, idle
+/// and age limits govern both.
+///
+/// # Zero durations
+///
+/// Every limit takes a non-zero [`Duration`]; a zero one panics (a zero limit would close
+/// every connection at once). Leave a limit unset to have none.
+#[must_use = "a server does nothing unless you `.await` it"]
+pub struct Serve<S> {
+    listener: TcpListener,
+    service: S,
+    limits: Limits,
+    http2_keep_alive_interval: Option<Duration>,
+    timer: Option<Timer>,
+    signal: Option<Signal>,
+    metrics: ServeMetrics,
+}
+
+#[track_caller]
+fn non_zero(limit: Duration, what: &str) -> Duration {
+    assert!(
+        !limit.is_zero(),
+        "`Serve::{what}` takes a non-zero duration"
+    );
+    limit
+}
+
+impl<S> Serve<S> {
+    /// An HTTP/1 request head must arrive in full within `limit` of its first byte (of the
+    /// accept, for a connection's first request), else the connection is closed
+    /// ([`CloseReason::HeaderRead`](super::CloseReason::HeaderRead)). Slowloris protection:
+    /// trickled bytes do not extend it. It does not run while a keep-alive connection waits
+    /// for its next request (that is [`keep_alive_timeout`](Serve::keep_alive_timeout)), and
+    /// not at all on HTTP/2.
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is zero.
+    ///
+    /// # Examples
+    ///
+    /// See [`serve`].
+    #[track_caller]
+    pub fn header_read_timeout(mut self, limit: Duration) -> Self {
+        self.limits.header_read = Some(non_zero(limit, "header_read_timeout"));
+        self
+    }
+
+    /// A connection with no request in flight (HTTP/2: no open stream) for `limit` is closed
+    /// ([`CloseReason::KeepAlive`](super::CloseReason::KeepAlive); HTTP/2 with a GOAWAY),
+    /// whatever the header-read limit: with 60 s here and 10 s header-read, an idle keep-alive
+    /// connection is closed at 60 s, a partial request head at 10 s. A request is in flight
+    /// from its head's arrival until its response's last byte is written: a client that stops
+    /// reading a response is bounded by [`idle_timeout`](Serve::idle_timeout), not by this.
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is zero.
+    ///
+    /// # Examples
+    ///
+    /// See [`serve`].
+    #[track_caller]
+    pub fn keep_alive_timeout(mut self, limit: Duration) -> Self {
+        self.limits.keep_alive = Some(non_zero(limit, "keep_alive_timeout"));
+        self
+    }
+
+    /// A connection with no read and no write for `limit` is closed
+    /// ([`CloseReason::Idle`](super::CloseReason::Idle)), with a request in flight or not,
+    /// through [`IdleTimeout`](crate::IdleTimeout): a client that stops reading its response
+    /// cannot hold the connection past it.
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is zero.
+    ///
+    /// # Examples
+    ///
+    /// See [`serve`].
+    #[track_caller]
+    pub fn idle_timeout(mut self, limit: Duration) -> Self {
+        self.limits.idle = Some(non_zero(limit, "idle_timeout"));
+        self
+    }
+
+    /// A connection `limit` old is drained gracefully
+    /// ([`CloseReason::MaxAge`](super::CloseReason::MaxAge)): HTTP/1 answers its request in
+    /// flight with `Connection: close`, HTTP/2 sends GOAWAY and finishes its open streams. The
+    /// drain is cut after [`shutdown_timeout`](Serve::shutdown_timeout), if set.
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is zero.
+    ///
+    /// # Examples
+    ///
+    /// See [`serve`].
+    #[track_caller]
+    pub fn max_connection_age(mut self, limit: Duration) -> Self {
+        self.limits.max_age = Some(non_zero(limit, "max_connection_age"));
+        self
+    }
+
+    /// Sends HTTP/2 keep-alive pings every `interval` (hyper's, on the wheel); a connection
+    /// whose ping is not answered within 20 s is closed.
+    ///
+    /// # Panics
+    ///
+    /// If `interval` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tokio_timing_wheel::server::serve;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// # let app = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+    /// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// # });
+    /// serve(listener, app)
+    ///     .http2_keep_alive_interval(Duration::from_secs(30))
+    ///     .with_graceful_shutdown(async {})
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn http2_keep_alive_interval(mut self, interval: Duration) -> Self {
+        self.http2_keep_alive_interval = Some(non_zero(interval, "http2_keep_alive_interval"));
+        self
+    }
+
+    /// Puts every timer of the server on `timer` instead of the runtime's default wheel.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tokio_timing_wheel::{server::serve, Timer};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// # let app = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+    /// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// # });
+    /// let timer = Timer::builder().build().unwrap();
+    /// serve(listener, app).timer(timer).with_graceful_shutdown(async {}).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn timer(mut self, timer: Timer) -> Self {
+        self.timer = Some(timer);
+        self
+    }
+
+    /// Stops on `signal`: stop accepting (the listener is closed, so a new connection is
+    /// refused), drain every connection (in-flight requests finish, idle connections close,
+    /// HTTP/2 gets GOAWAY), and resolve once all are gone, or once
+    /// [`shutdown_timeout`](Serve::shutdown_timeout) has run out.
+    ///
+    /// # Examples
+    ///
+    /// See [`serve`].
+    pub fn with_graceful_shutdown<F>(mut self, signal: F) -> Self
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.signal = Some(Box::pin(signal));
+        self
+    }
+
+    /// Cuts the connections still open `limit` after the shutdown signal (counted from the
+    /// signal), and the drain after [`max_connection_age`](Serve::max_connection_age) `limit`
+    /// after it began ([`CloseReason::ShutdownTimeout`](super::CloseReason::ShutdownTimeout)).
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is zero.
+    ///
+    /// # Examples
+    ///
+    /// See [`serve`].
+    #[track_caller]
+    pub fn shutdown_timeout(mut self, limit: Duration) -> Self {
+        self.limits.shutdown_timeout = Some(non_zero(limit, "shutdown_timeout"));
+        self
+    }
+
+    /// The server's counters, readable while it runs and after: get the handle before
+    /// awaiting.
+    ///
+    /// # Examples
+    ///
+    /// See [`ServeMetrics`].
+    pub fn metrics(&self) -> ServeMetrics {
+        self.metrics.clone()
+    }
+
+    /// The address the listener is bound to.
+    ///
+    /// # Errors
+    ///
+    /// As [`TcpListener::local_addr`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tokio_timing_wheel::server::serve;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// # let app = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+    /// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// # });
+    /// let server = serve(listener, app);
+    /// assert!(server.local_addr()?.ip().is_loopback());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+impl<S> fmt::Debug for Serve<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Serve")
+            .field("listener", &self.listener)
+            .field("limits", &self.limits)
+            .field("graceful_shutdown", &self.signal.is_some())
+            .field("metrics", &self.metrics)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The running server: what `.await` on a [`Serve`] polls.
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct ServeFuture(Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>>);
+
+impl fmt::Debug for ServeFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServeFuture").finish_non_exhaustive()
+    }
+}
+
+impl Future for ServeFuture {
+    type Output = io::Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl<S, B> IntoFuture for Serve<S>
+where
+    S: tower::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = ServeFuture;
+
+    fn into_future(self) -> ServeFuture {
+        ServeFuture(Box::pin(self.run()))
+    }
+}
+
+impl<S> Serve<S> {
+    async fn run<B>(self) -> io::Result<()>
+    where
+        S: tower::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+            + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<BoxError>,
+    {
+        let Serve {
+            listener,
+            service,
+            limits,
+            http2_keep_alive_interval,
+            timer,
+            mut signal,
+            metrics,
+        } = self;
+        let hyper_timer = timer.clone().map(HyperTimer::from).unwrap_or_default();
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        // hyper's own header-read timer would also run between keep-alive requests: the
+        // connection task runs that limit instead.
+        builder
+            .http1()
+            .timer(hyper_timer.clone())
+            .header_read_timeout(None);
+        builder
+            .http2()
+            .timer(hyper_timer)
+            .keep_alive_interval(http2_keep_alive_interval);
+        let ctx = Arc::new(ConnCtx {
+            builder,
+            limits,
+            timer: timer.clone(),
+            metrics: metrics.clone(),
+            phase: Phase::default(),
+        });
+        // Every connection task holds a receiver: `closed()` resolves when all have ended.
+        let (live, _) = watch::channel(());
+        let mut pause: Option<crate::Sleep> = None;
+        loop {
+            let accepted = poll_fn(|cx| {
+                if let Some(signal) = &mut signal {
+                    if signal.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(None);
+                    }
+                }
+                if let Some(p) = &mut pause {
+                    std::task::ready!(Pin::new(p).poll(cx));
+                    pause = None;
+                }
+                listener.poll_accept(cx).map(Some)
+            })
+            .await;
+            match accepted {
+                None => break,
+                Some(Ok((tcp, peer))) => {
+                    let _ = tcp.set_nodelay(true);
+                    metrics.on_accept();
+                    let alive = live.subscribe();
+                    let ctx = ctx.clone();
+                    let service = service.clone();
+                    tokio::spawn(async move {
+                        conn::run(tcp, peer, service, ctx).await;
+                        drop(alive);
+                    });
+                }
+                Some(Err(e)) if is_connection_error(&e) => {}
+                Some(Err(e)) => {
+                    // Out of file descriptors or the like: wait a second (what hyper's
+                    // examples and axum do), then accept again.
+                    tracing::error!(error = %e, "accept failed; retrying in 1 s");
+                    let at = Instant::now() + Duration::from_secs(1);
+                    pause = Some(match &timer {
+                        Some(t) => t.sleep_until(at),
+                        None => crate::sleep_wheel_until(at),
+                    });
+                }
+            }
+        }
+        let signalled = Instant::now();
+        drop(listener); // nothing listens from here on: new connections are refused
+        tracing::debug!(
+            connections = live.receiver_count(),
+            "graceful shutdown: draining"
+        );
+        ctx.phase.set(DRAINING);
+        if let Some(limit) = limits.shutdown_timeout {
+            let cut = match &timer {
+                Some(t) => t.sleep_until(signalled + limit),
+                None => crate::sleep_wheel_until(signalled + limit),
+            };
+            let mut cut = std::pin::pin!(cut);
+            let mut closed = std::pin::pin!(live.closed());
+            let all_gone = poll_fn(|cx| {
+                if closed.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(true);
+                }
+                cut.as_mut().poll(cx).map(|()| false)
+            })
+            .await;
+            if !all_gone {
+                tracing::debug!(
+                    connections = live.receiver_count(),
+                    "shutdown timeout: cutting the connections left"
+                );
+                ctx.phase.set(CUT);
+            }
+        }
+        live.closed().await;
+        Ok(())
+    }
+}
+
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}

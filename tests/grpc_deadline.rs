@@ -1,0 +1,312 @@
+//! `grpc::{GrpcTimeoutLayer, PropagateDeadlineLayer}` with a real tonic client and tonic's
+//! server-side gRPC handling, over loopback (HTTP/2), served by `server::serve`.
+#![cfg(all(feature = "grpc", feature = "server"))]
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes};
+use http::uri::PathAndQuery;
+use hyper::body::Incoming;
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tokio_timing_wheel::grpc::{
+    parse_grpc_timeout, Deadline, GrpcTimeoutLayer, PropagateDeadlineLayer,
+};
+use tokio_timing_wheel::server::serve;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+use tower::ServiceBuilder;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Raw bytes as the message: tonic's generic client and server, no protobuf, no codegen.
+#[derive(Clone, Copy, Debug, Default)]
+struct Raw;
+
+impl Codec for Raw {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = Raw;
+    type Decoder = Raw;
+
+    fn encoder(&mut self) -> Raw {
+        Raw
+    }
+
+    fn decoder(&mut self) -> Raw {
+        Raw
+    }
+}
+
+impl Encoder for Raw {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for Raw {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+/// What a backend saw: the `grpc-timeout` it was sent, and its `Deadline`.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<Call>>>);
+
+/// One call a backend saw: the `grpc-timeout` it was sent, and the `Deadline` it ran under.
+type Call = (Option<Duration>, Option<Deadline>);
+
+/// A gRPC service: `/test.Svc/Sleep` sleeps for the milliseconds in the message, then echoes
+/// it; `/test.Svc/Relay` calls `/test.Svc/Sleep` on `next` (through `PropagateDeadlineLayer`).
+#[derive(Clone)]
+struct Svc {
+    seen: Seen,
+    next: Option<SocketAddr>,
+}
+
+impl tower::Service<http::Request<Incoming>> for Svc {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future =
+        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Incoming>) -> Self::Future {
+        let asked = req
+            .headers()
+            .get("grpc-timeout")
+            .and_then(|v| parse_grpc_timeout(v.as_bytes()));
+        self.seen
+            .0
+            .lock()
+            .unwrap()
+            .push((asked, req.extensions().get::<Deadline>().copied()));
+        let next = self.next;
+        Box::pin(async move {
+            let mut grpc = tonic::server::Grpc::new(Raw);
+            let res = match req.uri().path() {
+                "/test.Svc/Sleep" => {
+                    let handler = tower::service_fn(|req: tonic::Request<Bytes>| async move {
+                        let n: u64 = std::str::from_utf8(req.get_ref()).unwrap().parse().unwrap();
+                        tokio::time::sleep(ms(n)).await;
+                        Ok::<_, Status>(tonic::Response::new(req.into_inner()))
+                    });
+                    grpc.unary(handler, req).await
+                }
+                "/test.Svc/Relay" => {
+                    let handler = tower::service_fn(move |req: tonic::Request<Bytes>| async move {
+                        // Inside the handler: the deadline is current, and the client layer
+                        // passes what is left of it on.
+                        assert!(Deadline::current().is_some());
+                        let mut client = client(next.unwrap()).await;
+                        let res =
+                            unary(&mut client, "/test.Svc/Sleep", req.into_inner(), None).await?;
+                        Ok::<_, Status>(tonic::Response::new(res))
+                    });
+                    grpc.unary(handler, req).await
+                }
+                _ => http::Response::new(tonic::body::Body::default()),
+            };
+            Ok(res)
+        })
+    }
+}
+
+type Transport = tower::util::BoxCloneService<
+    http::Request<tonic::body::Body>,
+    http::Response<Incoming>,
+    hyper::Error,
+>;
+type Client = tonic::client::Grpc<tokio_timing_wheel::grpc::PropagateDeadline<Transport>>;
+
+/// tonic's client (codec, framing, status) over a hyper HTTP/2 connection. tonic's `Channel`
+/// also enforces `grpc-timeout` on its side, answering Cancelled at the same instant the
+/// server answers DEADLINE_EXCEEDED; these tests check the server's answer, so they use a
+/// transport that does not race it.
+async fn client(addr: SocketAddr) -> Client {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let transport = tower::service_fn(move |req: http::Request<tonic::body::Body>| {
+        let mut send = send.clone();
+        async move { send.send_request(req).await }
+    });
+    let uri: http::Uri = format!("http://{addr}").parse().unwrap();
+    tonic::client::Grpc::with_origin(
+        ServiceBuilder::new()
+            .layer(PropagateDeadlineLayer::new())
+            .service(tower::util::BoxCloneService::new(transport)),
+        uri,
+    )
+}
+
+/// The same over tonic's `Channel`, for a call that is in time.
+async fn channel_client(addr: SocketAddr) -> tonic::client::Grpc<Channel> {
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    tonic::client::Grpc::new(channel)
+}
+
+async fn unary(
+    client: &mut Client,
+    path: &'static str,
+    msg: Bytes,
+    timeout: Option<Duration>,
+) -> Result<Bytes, Status> {
+    client
+        .ready()
+        .await
+        .map_err(|e| Status::unknown(e.to_string()))?;
+    let mut req = tonic::Request::new(msg);
+    if let Some(t) = timeout {
+        req.set_timeout(t); // tonic sends it as `grpc-timeout`
+    }
+    let res = client
+        .unary(req, PathAndQuery::from_static(path), Raw)
+        .await?;
+    Ok(res.into_inner())
+}
+
+async fn start(layer: GrpcTimeoutLayer, next: Option<SocketAddr>) -> (SocketAddr, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Seen::default();
+    let svc = ServiceBuilder::new().layer(layer).service(Svc {
+        seen: seen.clone(),
+        next,
+    });
+    tokio::spawn(serve(listener, svc).into_future());
+    (addr, seen)
+}
+
+#[tokio::test]
+async fn in_time_answers_normally() {
+    let (addr, seen) = start(GrpcTimeoutLayer::new(), None).await;
+    let mut c = channel_client(addr).await;
+    c.ready().await.unwrap();
+    let mut req = tonic::Request::new(Bytes::from("10"));
+    req.set_timeout(ms(5000));
+    let res = c
+        .unary(req, PathAndQuery::from_static("/test.Svc/Sleep"), Raw)
+        .await
+        .unwrap();
+    assert_eq!(res.into_inner(), "10");
+    let seen = seen.0.lock().unwrap();
+    assert_eq!(seen[0].0, Some(ms(5000)));
+    assert!(seen[0].1.is_some(), "no Deadline extension");
+}
+
+/// The client's `grpc-timeout` passes: tonic's client reads DEADLINE_EXCEEDED (not Cancelled)
+/// with our message, at the deadline.
+#[tokio::test]
+async fn late_answers_deadline_exceeded() {
+    let (addr, _) = start(GrpcTimeoutLayer::new(), None).await;
+    let mut c = client(addr).await;
+    let started = Instant::now();
+    let status = unary(
+        &mut c,
+        "/test.Svc/Sleep",
+        Bytes::from("60000"),
+        Some(ms(100)),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert_eq!(status.message(), "Deadline exceeded");
+    let took = started.elapsed();
+    assert!(took >= ms(100) && took < Duration::from_secs(5), "{took:?}");
+}
+
+/// The server's maximum applies without a header, and caps a longer one.
+#[tokio::test]
+async fn the_servers_max_applies() {
+    let (addr, _) = start(GrpcTimeoutLayer::new().max(ms(100)), None).await;
+    let mut c = client(addr).await;
+    for timeout in [None, Some(Duration::from_secs(60))] {
+        let status = unary(&mut c, "/test.Svc/Sleep", Bytes::from("60000"), timeout)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            status.code(),
+            Code::DeadlineExceeded,
+            "{timeout:?}: {status:?}"
+        );
+    }
+}
+
+/// A malformed `grpc-timeout` is ignored (no deadline), never a panic.
+#[tokio::test]
+async fn malformed_header_is_ignored() {
+    let (addr, seen) = start(GrpcTimeoutLayer::new(), None).await;
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    for bad in ["123456789S", "1s", "-1S", "S", ""] {
+        let req = http::Request::post(format!("http://{addr}/nowhere"))
+            .header("content-type", "application/grpc")
+            .header("grpc-timeout", bad)
+            .body(http_body_util::Empty::<Bytes>::new())
+            .unwrap();
+        let res = send.send_request(req).await.unwrap();
+        assert_eq!(res.status(), 200);
+    }
+    assert!(seen.0.lock().unwrap().iter().all(|(_, d)| d.is_none()));
+}
+
+/// A deadline propagates through a chain: the client gives the relay 300 ms, the relay's
+/// call to the backend carries what is left of it, and both answer DEADLINE_EXCEEDED.
+#[tokio::test]
+async fn deadline_propagates_through_a_chain() {
+    let (backend, backend_seen) = start(GrpcTimeoutLayer::new(), None).await;
+    let (relay, _) = start(GrpcTimeoutLayer::new(), Some(backend)).await;
+    let mut c = client(relay).await;
+    let started = Instant::now();
+    let status = unary(
+        &mut c,
+        "/test.Svc/Relay",
+        Bytes::from("60000"),
+        Some(ms(300)),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let seen = backend_seen.0.lock().unwrap();
+    let passed_on = seen[0].0.expect("the backend got no grpc-timeout");
+    assert!(
+        passed_on <= ms(300) && passed_on > ms(50),
+        "the backend was given {passed_on:?}"
+    );
+}

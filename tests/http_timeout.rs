@@ -1,0 +1,178 @@
+//! `http::{TimeoutLayer, RequestBodyTimeoutLayer, ResponseBodyTimeoutLayer}` over real sockets:
+//! on an `axum::Router` served by `server::serve`, and under plain hyper-util.
+#![cfg(all(feature = "http", feature = "server"))]
+
+use std::convert::Infallible;
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tokio_timing_wheel::http::{
+    RequestBodyTimeoutLayer, ResponseBodyTimeoutLayer, TimeoutBody, TimeoutError, TimeoutLayer,
+};
+use tokio_timing_wheel::server::serve;
+use tower::ServiceBuilder;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn router() -> Router {
+    Router::new().route("/", get(|| async { "fast" })).route(
+        "/slow",
+        get(|| async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            "slow"
+        }),
+    )
+}
+
+async fn get_path(addr: SocketAddr, path: &str) -> (StatusCode, Bytes) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::get(path).body(Empty::<Bytes>::new()).unwrap();
+    let res = tokio::time::timeout(Duration::from_secs(10), send.send_request(req))
+        .await
+        .expect("no answer")
+        .unwrap();
+    let status = res.status();
+    (status, res.into_body().collect().await.unwrap().to_bytes())
+}
+
+/// `Router::layer(TimeoutLayer::new(..))` as is: 408 with an empty body, served by `serve`.
+#[tokio::test]
+async fn axum_router_answers_408_with_an_empty_body() {
+    let app = router().layer(TimeoutLayer::new(ms(100)));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(serve(listener, app).into_future());
+    assert_eq!(
+        get_path(addr, "/").await,
+        (StatusCode::OK, Bytes::from("fast"))
+    );
+    let started = Instant::now();
+    let (status, body) = get_path(addr, "/slow").await;
+    assert_eq!(status, StatusCode::REQUEST_TIMEOUT);
+    assert!(body.is_empty());
+    let took = started.elapsed();
+    assert!(took >= ms(100) && took < Duration::from_secs(5), "{took:?}");
+    server.abort();
+}
+
+/// Under plain hyper-util (no `serve`), and with another status.
+#[tokio::test]
+async fn plain_hyper_util_with_another_status() {
+    let app = router().layer(TimeoutLayer::with_status_code(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ms(50),
+    ));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let svc = TowerToHyperService::new(app.clone());
+            tokio::spawn(async move {
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+    });
+    let (status, body) = get_path(addr, "/slow").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.is_empty());
+    server.abort();
+}
+
+/// A request body that stalls mid-way fails with `TimeoutError` after the limit; the handler
+/// sees it and answers 408.
+#[tokio::test]
+async fn stalled_request_body_times_out() {
+    let app = ServiceBuilder::new()
+        .layer(RequestBodyTimeoutLayer::new(ms(100)))
+        .service_fn(|req: Request<TimeoutBody<Incoming>>| async move {
+            let status = match req.into_body().collect().await {
+                Ok(_) => StatusCode::OK,
+                Err(e) if e.is::<TimeoutError>() => StatusCode::REQUEST_TIMEOUT,
+                Err(_) => StatusCode::BAD_REQUEST,
+            };
+            let mut res = Response::new(Full::<Bytes>::default());
+            *res.status_mut() = status;
+            Ok::<_, Infallible>(res)
+        });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(serve(listener, app).into_future());
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    // 10 bytes announced; 2 sent a little at a time within the limit, then nothing.
+    tcp.write_all(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n\r\n")
+        .await
+        .unwrap();
+    for b in b"ab" {
+        tokio::time::sleep(ms(40)).await;
+        tcp.write_all(&[*b]).await.unwrap();
+    }
+    let started = Instant::now();
+    let mut buf = vec![0; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut buf))
+        .await
+        .expect("no answer")
+        .unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+    assert!(started.elapsed() >= ms(90), "{:?}", started.elapsed());
+    server.abort();
+}
+
+/// A response body that stops producing fails after the limit: the client sees the body cut.
+#[tokio::test]
+async fn stalled_response_body_times_out() {
+    let app = ServiceBuilder::new()
+        .layer(ResponseBodyTimeoutLayer::new(ms(100)))
+        .service_fn(|_req: Request<Incoming>| async {
+            let (mut tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(1);
+            tokio::spawn(async move {
+                tx.send_data(Bytes::from("first")).await.unwrap();
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                drop(tx);
+            });
+            Ok::<_, Infallible>(Response::new(body))
+        });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(serve(listener, app).into_future());
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let res = send
+        .send_request(Request::get("/").body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .unwrap();
+    let mut body = res.into_body();
+    let first = body.frame().await.unwrap().unwrap();
+    assert_eq!(first.into_data().unwrap(), "first");
+    let started = Instant::now();
+    let rest = tokio::time::timeout(Duration::from_secs(10), body.collect())
+        .await
+        .expect("the body was never cut");
+    assert!(rest.is_err(), "the stalled body ended normally");
+    assert!(started.elapsed() >= ms(50), "{:?}", started.elapsed());
+    server.abort();
+}

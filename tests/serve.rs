@@ -1,0 +1,448 @@
+//! `server::serve` over real sockets on loopback: hyper clients (HTTP/1 and HTTP/2) and raw TCP
+//! for the slow clients, each limit closing what it should, when it should, with its reason.
+#![cfg(feature = "server")]
+
+use std::convert::Infallible;
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tokio_timing_wheel::server::{serve, CloseReason, Serve, ServeMetrics};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A body that never ends: 64 KiB frames for ever (a client that never reads cannot drain it).
+struct Endless;
+
+impl http_body::Body for Endless {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![b'x'; 64 * 1024])))))
+    }
+}
+
+type Body = http_body_util::Either<Full<Bytes>, Endless>;
+
+/// `/` answers at once, `/slow/N` after N ms, `/endless` with a body that never ends.
+async fn app(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path().to_owned();
+    if let Some(n) = path.strip_prefix("/slow/") {
+        tokio::time::sleep(ms(n.parse().unwrap())).await;
+    }
+    if path == "/big" {
+        // More than the socket buffers hold: hyper buffers it whole and drops the body.
+        return Ok(Response::new(http_body_util::Either::Left(Full::from(
+            vec![b'x'; 64 << 20],
+        ))));
+    }
+    if path == "/endless" {
+        return Ok(Response::new(http_body_util::Either::Right(Endless)));
+    }
+    Ok(Response::new(http_body_util::Either::Left(Full::from(
+        "ok",
+    ))))
+}
+
+type App = tower::util::ServiceFn<
+    fn(
+        Request<Incoming>,
+    )
+        -> Pin<Box<dyn std::future::Future<Output = Result<Response<Body>, Infallible>> + Send>>,
+>;
+
+async fn server() -> Serve<App> {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let f: fn(Request<Incoming>) -> Pin<Box<dyn std::future::Future<Output = _> + Send>> =
+        |req| Box::pin(app(req));
+    serve(listener, tower::service_fn(f))
+}
+
+/// Spawns the server; its address, metrics and task.
+fn start(
+    s: Serve<App>,
+) -> (
+    SocketAddr,
+    ServeMetrics,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let addr = s.local_addr().unwrap();
+    let metrics = s.metrics();
+    (addr, metrics, tokio::spawn(s.into_future()))
+}
+
+/// Waits (bounded) until `metrics` counts a close for `reason`.
+async fn closed(metrics: &ServeMetrics, reason: CloseReason) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while metrics.closed(reason) == 0 {
+        assert!(Instant::now() < until, "no {reason} close: {metrics:?}");
+        tokio::time::sleep(ms(5)).await;
+    }
+}
+
+/// Reads until EOF or an error; how long that took.
+async fn until_closed(tcp: &mut TcpStream) -> Duration {
+    let start = Instant::now();
+    let mut buf = [0; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    });
+    read.await.expect("the server never closed the connection");
+    start.elapsed()
+}
+
+/// Reads one whole `Content-Length: 2` response.
+async fn read_response(tcp: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0; 1024];
+    while !out.ends_with(b"\r\n\r\nok") {
+        let n = tcp.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&out));
+        out.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[tokio::test]
+async fn http1_and_http2_over_one_listener() {
+    let (addr, metrics, task) = start(server().await);
+    // HTTP/1.
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let res = send
+        .send_request(Request::get("/").body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
+    // HTTP/2, prior knowledge.
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let res = send
+        .send_request(
+            Request::get("http://x/")
+                .body(Empty::<Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.version(), http::Version::HTTP_2);
+    assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
+    assert_eq!(metrics.accepted(), 2);
+    task.abort();
+}
+
+/// Slowloris: a head trickled a byte at a time is cut at the header-read limit, not extended
+/// by each byte, and long before the keep-alive limit.
+#[tokio::test]
+async fn partial_head_is_cut_at_the_header_read_limit() {
+    let s = server()
+        .await
+        .header_read_timeout(ms(150))
+        .keep_alive_timeout(Duration::from_secs(5));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let start = Instant::now();
+    let trickle = async {
+        for b in b"GET / HTTP/1.1\r\nhost: x\r\nx-slow: 1234567890123456789012345678901234567890" {
+            if tcp.write_all(&[*b]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(ms(10)).await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(10), trickle).await;
+    until_closed(&mut tcp).await;
+    let took = start.elapsed();
+    assert!(took >= ms(150), "cut too early: {took:?}");
+    assert!(took < Duration::from_secs(3), "cut too late: {took:?}");
+    closed(&metrics, CloseReason::HeaderRead).await;
+    assert_eq!(metrics.closed(CloseReason::KeepAlive), 0);
+    task.abort();
+}
+
+/// A keep-alive connection waiting for its next request is closed at the keep-alive limit,
+/// not at the (shorter) header-read limit; and a head begun then gets the header-read limit.
+#[tokio::test]
+async fn idle_keep_alive_is_closed_at_the_keep_alive_limit() {
+    let s = server()
+        .await
+        .header_read_timeout(ms(100))
+        .keep_alive_timeout(ms(500));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    // Two requests apart by more than the header-read limit: the connection stays.
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    read_response(&mut tcp).await;
+    tokio::time::sleep(ms(250)).await;
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    read_response(&mut tcp).await;
+    let idle = until_closed(&mut tcp).await;
+    assert!(
+        idle >= ms(450),
+        "closed before the keep-alive limit: {idle:?}"
+    );
+    assert!(idle < Duration::from_secs(4), "closed too late: {idle:?}");
+    closed(&metrics, CloseReason::KeepAlive).await;
+    assert_eq!(metrics.closed(CloseReason::HeaderRead), 0, "{metrics:?}");
+    task.abort();
+}
+
+/// A request in flight is not cut by the keep-alive limit.
+#[tokio::test]
+async fn keep_alive_waits_for_the_request_in_flight() {
+    let s = server().await.keep_alive_timeout(ms(100));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /slow/300 HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let res = read_response(&mut tcp).await;
+    assert!(res.starts_with("HTTP/1.1 200"), "{res}");
+    until_closed(&mut tcp).await;
+    closed(&metrics, CloseReason::KeepAlive).await;
+    task.abort();
+}
+
+/// A client that asks for an endless response and never reads it cannot hold the connection
+/// past the idle limit.
+#[tokio::test]
+async fn a_client_that_never_reads_is_cut_at_the_idle_limit() {
+    let s = server()
+        .await
+        .idle_timeout(ms(200))
+        .keep_alive_timeout(Duration::from_secs(30));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /endless HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    closed(&metrics, CloseReason::Idle).await;
+    assert_eq!(metrics.active(), 0);
+    drop(tcp);
+    task.abort();
+}
+
+/// A response hyper has buffered whole but the client does not read is still in flight: the
+/// keep-alive limit does not apply, the idle limit does.
+#[tokio::test]
+async fn an_unread_buffered_response_is_in_flight_until_written() {
+    let s = server()
+        .await
+        .keep_alive_timeout(ms(100))
+        .idle_timeout(ms(400));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /big HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    closed(&metrics, CloseReason::Idle).await;
+    assert_eq!(metrics.closed(CloseReason::KeepAlive), 0, "{metrics:?}");
+    drop(tcp);
+    task.abort();
+}
+
+/// A silent connection (no byte at all) is cut by the idle limit too.
+#[tokio::test]
+async fn a_silent_client_is_cut_at_the_idle_limit() {
+    let s = server().await.idle_timeout(ms(100));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let took = until_closed(&mut tcp).await;
+    assert!(took >= ms(90), "{took:?}");
+    closed(&metrics, CloseReason::Idle).await;
+    task.abort();
+}
+
+/// At its maximum age, an HTTP/1 connection answers its request in flight with
+/// `Connection: close` and closes.
+#[tokio::test]
+async fn max_age_drains_http1_with_connection_close() {
+    let s = server().await.max_connection_age(ms(100));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /slow/300 HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let res = read_response(&mut tcp).await;
+    assert!(
+        res.to_ascii_lowercase().contains("connection: close"),
+        "{res}"
+    );
+    until_closed(&mut tcp).await;
+    closed(&metrics, CloseReason::MaxAge).await;
+    task.abort();
+}
+
+/// At its maximum age, an HTTP/2 connection gets GOAWAY: the stream in flight finishes, then the
+/// connection closes.
+#[tokio::test]
+async fn max_age_drains_http2_with_goaway() {
+    let s = server().await.max_connection_age(ms(100));
+    let (addr, metrics, task) = start(s);
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let res = send
+        .send_request(
+            Request::get("http://x/slow/300")
+                .body(Empty::<Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
+    tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .expect("not closed")
+        .unwrap()
+        .unwrap();
+    closed(&metrics, CloseReason::MaxAge).await;
+    task.abort();
+}
+
+/// HTTP/2: an idle connection is closed at the keep-alive limit (GOAWAY); the header-read limit
+/// does not apply.
+#[tokio::test]
+async fn http2_idle_connection_gets_keep_alive_not_header_read() {
+    let s = server()
+        .await
+        .header_read_timeout(ms(50))
+        .keep_alive_timeout(ms(300));
+    let (addr, metrics, task) = start(s);
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let res = send
+        .send_request(
+            Request::get("http://x/slow/100")
+                .body(Empty::<Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
+    let idle = Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .expect("not closed")
+        .unwrap()
+        .unwrap();
+    assert!(idle.elapsed() >= ms(250), "{:?}", idle.elapsed());
+    closed(&metrics, CloseReason::KeepAlive).await;
+    assert_eq!(metrics.closed(CloseReason::HeaderRead), 0);
+    task.abort();
+}
+
+/// On the signal: the listener closes (a new connection is refused), the request in flight
+/// finishes, and the server resolves.
+#[tokio::test]
+async fn graceful_shutdown_finishes_requests_and_refuses_new_connections() {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let s = server().await.with_graceful_shutdown(async move {
+        let _ = stopped.await;
+    });
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /slow/300 HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(ms(50)).await;
+    stop.send(()).unwrap();
+    tokio::time::sleep(ms(50)).await;
+    assert!(
+        TcpStream::connect(addr).await.is_err(),
+        "still listening during the drain"
+    );
+    let res = read_response(&mut tcp).await;
+    assert!(res.starts_with("HTTP/1.1 200"), "{res}");
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the server did not resolve")
+        .unwrap()
+        .unwrap();
+    assert_eq!(metrics.closed(CloseReason::Shutdown), 1, "{metrics:?}");
+    assert!(TcpStream::connect(addr).await.is_err());
+}
+
+/// The shutdown timeout cuts what is still open, counted from the signal.
+#[tokio::test]
+async fn shutdown_timeout_cuts_the_rest() {
+    let s = server()
+        .await
+        .with_graceful_shutdown(tokio::time::sleep(ms(100)))
+        .shutdown_timeout(ms(100));
+    let (addr, metrics, task) = start(s);
+    let started = Instant::now();
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /slow/60000 HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the server did not resolve")
+        .unwrap()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took >= ms(190) && took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(
+        metrics.closed(CloseReason::ShutdownTimeout),
+        1,
+        "{metrics:?}"
+    );
+    until_closed(&mut tcp).await;
+}
+
+#[tokio::test]
+#[should_panic(expected = "non-zero")]
+async fn a_zero_limit_is_rejected() {
+    let _ = server().await.idle_timeout(Duration::ZERO);
+}
+
+#[test]
+fn serve_is_send_and_static() {
+    fn spawnable<T: IntoFuture + Send + 'static>(_: Option<T>)
+    where
+        T::IntoFuture: Send + 'static,
+    {
+    }
+    spawnable::<Serve<App>>(None);
+}
