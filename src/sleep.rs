@@ -94,8 +94,11 @@ enum State {
     Idle {
         check_clock: bool,
     },
-    /// In the wheel (the entry's deadline is earlier than `deadline` after a lazy reset).
-    Registered,
+    /// In the wheel. `moved`: a lazy reset moved `deadline` later than the entry's (which
+    /// otherwise is `deadline`).
+    Registered {
+        moved: bool,
+    },
     Elapsed,
     /// The timer shut down before the deadline.
     Shutdown,
@@ -123,7 +126,7 @@ impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match self.state {
             State::Idle { .. } => "idle",
-            State::Registered => "registered",
+            State::Registered { .. } => "registered",
             State::Elapsed => "elapsed",
             State::Shutdown => "shutdown",
         };
@@ -184,8 +187,8 @@ impl Sleep {
                 .entry
                 .register(self.deadline, false, noop_waker_ref())?
             {
-                Outcome::Pending => State::Registered,
-                Outcome::Due => State::Elapsed,
+                Outcome::Pending => State::Registered { moved: false },
+                Outcome::Due | Outcome::Moved => State::Elapsed,
                 Outcome::Shutdown => return Err(TimerError::Shutdown),
             },
         )
@@ -212,26 +215,16 @@ impl Sleep {
         match self.state {
             State::Elapsed | State::Shutdown => true,
             State::Idle { .. } => shard.is_shutdown() || self.deadline <= shard.now(),
-            State::Registered => {
-                !self.entry.is_pending() && (shard.is_shutdown() || !self.moved_later())
+            State::Registered { moved } => {
+                !self.entry.is_pending()
+                    && (shard.is_shutdown() || !(moved && self.entry.filed_before(self.deadline)))
             }
         }
     }
 
-    /// Whether the deadline was moved past the wheel time of the registered entry (a lazy
-    /// reset), so that the entry firing does not complete this `Sleep`.
-    fn moved_later(&self) -> bool {
-        self.moved_later_than(self.entry.registered_at())
-    }
-
-    /// Whether the deadline is later, in wheel time, than a registration for `at`.
-    fn moved_later_than(&self, at: Option<Instant>) -> bool {
-        at.is_some_and(|at| self.shard().later_in_wheel_time(self.deadline, at))
-    }
-
     /// Removes the timer from the wheel, if registered (the owner no longer needs it).
     pub(crate) fn disarm(&mut self) {
-        if self.state == State::Registered {
+        if let State::Registered { .. } = self.state {
             self.entry.cancel();
             self.state = State::Idle { check_clock: true };
         }
@@ -310,13 +303,17 @@ impl Sleep {
     }
 
     fn reset_inner(&mut self, deadline: Instant) -> Result<(), TimerError> {
-        self.deadline = deadline;
+        let old = std::mem::replace(&mut self.deadline, deadline);
         let bounded = self.shard().is_bounded();
         match self.state {
-            State::Registered => {
-                // Later, without a limit: nothing to do now (one comparison); re-filed when
-                // the entry fires.
-                if !bounded && self.entry.registered_at().is_some_and(|at| deadline >= at) {
+            State::Registered { moved } => {
+                // Later, without a limit: nothing to do now (one comparison, as the entry is
+                // filed at or before the old deadline); re-filed when the entry fires.
+                if !bounded && (deadline >= old || moved && self.entry.filed_at_or_before(deadline))
+                {
+                    self.state = State::Registered {
+                        moved: moved || deadline > old,
+                    };
                     return Ok(());
                 }
                 if deadline <= self.shard().now() {
@@ -325,6 +322,7 @@ impl Sleep {
                     return Ok(());
                 }
                 if self.entry.reschedule(deadline) {
+                    self.state = State::Registered { moved: false };
                     return Ok(());
                 }
                 // Fired meanwhile (its slot went with it).
@@ -370,11 +368,11 @@ impl Sleep {
     fn register(&mut self, cx: &mut Context<'_>, check_clock: bool) -> Poll<()> {
         match self.entry.register(self.deadline, check_clock, cx.waker()) {
             Ok(Outcome::Pending) => {
-                self.state = State::Registered;
+                self.state = State::Registered { moved: false };
                 Poll::Pending
             }
             // Due already (by the clock, or the wheel's time is past the deadline).
-            Ok(Outcome::Due) => {
+            Ok(Outcome::Due | Outcome::Moved) => {
                 self.state = State::Elapsed;
                 Poll::Ready(())
             }
@@ -407,14 +405,13 @@ impl Sleep {
         match self.state {
             State::Elapsed | State::Shutdown => Poll::Ready(()),
             State::Idle { check_clock } => self.register(cx, check_clock),
-            State::Registered => {
-                // Read before the poll, which forgets the entry once it is due.
-                let at = self.entry.registered_at();
-                match self.entry.poll(cx.waker()) {
+            State::Registered { moved } => {
+                let moved_to = moved.then_some(self.deadline);
+                match self.entry.poll(cx.waker(), moved_to) {
                     Outcome::Pending => Poll::Pending,
                     Outcome::Shutdown => self.finish_after_shutdown(),
                     // The deadline moved later after registration: wait again.
-                    Outcome::Due if self.moved_later_than(at) => self.register(cx, true),
+                    Outcome::Moved => self.register(cx, true),
                     Outcome::Due => {
                         self.state = State::Elapsed;
                         Poll::Ready(())

@@ -57,6 +57,9 @@ pub(crate) enum Outcome {
     Due,
     /// The timer shut down: the entry was drained (or refused) and its slot is free.
     Shutdown,
+    /// The entry fired, but the owner's deadline had moved later (a lazy reset): it is out of
+    /// the wheel, to be registered again.
+    Moved,
 }
 
 /// One registration in a shard's wheel, as Tokio's `TimerEntry`: the state a one-shot future
@@ -73,8 +76,7 @@ pub(crate) struct TimerEntry {
 #[derive(Debug, Clone, Copy)]
 struct Registered {
     key: Key,
-    /// The deadline filed, and its wheel time.
-    at: Instant,
+    /// The wheel time of the deadline filed.
     units: u64,
     /// The waker the wheel entry holds (it may have moved out of the wheel if it fired).
     waker: WakerId,
@@ -102,9 +104,18 @@ impl TimerEntry {
         &self.shard
     }
 
-    /// The deadline it is filed for, if registered.
-    pub(crate) fn registered_at(&self) -> Option<Instant> {
-        self.registered.map(|r| r.at)
+    /// Whether `deadline` is later, in wheel time, than the deadline the entry is filed for
+    /// (so its firing does not mean `deadline` has come). `false` if not registered.
+    pub(crate) fn filed_before(&self, deadline: Instant) -> bool {
+        self.registered
+            .is_some_and(|r| self.shard.driver.clock.deadline_to_units(deadline) > r.units)
+    }
+
+    /// Whether `deadline` is at or after, in wheel time, the deadline the entry is filed for.
+    /// `false` if not registered.
+    pub(crate) fn filed_at_or_before(&self, deadline: Instant) -> bool {
+        self.registered
+            .is_some_and(|r| self.shard.driver.clock.deadline_to_units(deadline) >= r.units)
     }
 
     /// Files the entry for `deadline`, to wake `waker` (a clone of it): `Pending` if filed,
@@ -137,7 +148,6 @@ impl TimerEntry {
             Ok(Some(key)) => {
                 self.registered = Some(Registered {
                     key,
-                    at: deadline,
                     units,
                     waker: id,
                 });
@@ -151,11 +161,12 @@ impl TimerEntry {
 
     /// Polls a registered entry with `waker`: `Pending` (and `waker` is the one that will be
     /// woken), `Due`, or `Shutdown` (then the entry is no longer registered). Not registered:
-    /// `Due`.
+    /// `Due`. With `moved_to` (the owner's deadline after a lazy reset to a later one), an
+    /// entry that fired for an earlier wheel time answers `Moved`: register again.
     ///
     /// The common re-poll, not due and the same waker, reads two atomics and takes no lock.
     #[inline]
-    pub(crate) fn poll(&mut self, waker: &Waker) -> Outcome {
+    pub(crate) fn poll(&mut self, waker: &Waker, moved_to: Option<Instant>) -> Outcome {
         let Some(reg) = self.registered.as_mut() else {
             return Outcome::Due;
         };
@@ -183,14 +194,14 @@ impl TimerEntry {
         if waiting && reg.waker.is(waker) {
             return Outcome::Pending;
         }
-        self.poll_locked(waiting, waker)
+        self.poll_locked(waiting, waker, moved_to)
     }
 
     /// The rest of [`poll`](Self::poll), under the shard's lock: a new waker to swap in while
     /// `waiting`, else the entry to take out.
     #[cold]
     #[inline(never)]
-    fn poll_locked(&mut self, waiting: bool, waker: &Waker) -> Outcome {
+    fn poll_locked(&mut self, waiting: bool, waker: &Waker, moved_to: Option<Instant>) -> Outcome {
         let Some(reg) = self.registered.as_mut() else {
             return Outcome::Due;
         };
@@ -203,11 +214,15 @@ impl TimerEntry {
         }
         // Due or shut down: take the entry out if the pass has not yet (a bounded batch
         // may leave it for the next lock hold), which gives its slot back.
-        let key = reg.key;
-        self.registered = None;
-        self.shard.cancel(key);
+        let moved = moved_to.is_some_and(|d| self.filed_before(d));
+        let Some(reg) = self.registered.take() else {
+            return Outcome::Due;
+        };
+        self.shard.cancel(reg.key);
         if self.shard.driver.is_shutdown() {
             Outcome::Shutdown
+        } else if moved {
+            Outcome::Moved
         } else {
             Outcome::Due
         }
@@ -220,7 +235,6 @@ impl TimerEntry {
             return false;
         };
         if self.shard.reschedule_at(reg.key, deadline) {
-            reg.at = deadline;
             reg.units = self.shard.driver.clock.deadline_to_units(deadline);
             true
         } else {
@@ -244,14 +258,8 @@ impl TimerEntry {
         let waker = waker.clone();
         let id = WakerId::of(&waker);
         let key = self.shard.register(units, waker).unwrap().expect("not due");
-        let at = self
-            .shard
-            .driver
-            .clock
-            .units_to_instant(units, Instant::now());
         self.registered = Some(Registered {
             key,
-            at,
             units,
             waker: id,
         });
@@ -289,14 +297,6 @@ impl Shard {
     /// The runtime whose time driver fires this timer and onto which delayed tasks spawn.
     pub(crate) fn runtime(&self) -> &Handle {
         &self.driver.runtime
-    }
-
-    /// Whether `later` falls after `earlier` in wheel time too (deadlines are exact to the
-    /// nanosecond, but saturate at the horizon): a registration for `earlier` firing does
-    /// not mean `later` has come.
-    pub(crate) fn later_in_wheel_time(&self, later: Instant, earlier: Instant) -> bool {
-        let clock = &self.driver.clock;
-        later > earlier && clock.deadline_to_units(later) > clock.deadline_to_units(earlier)
     }
 
     /// After shutdown: whether `deadline` had been reached when the timer shut down (so a

@@ -268,13 +268,17 @@ fn loom_repoll_vs_fire_loses_no_wakeup() {
             let mut wakers = Vec::new();
             shard.fire_due(10, &mut wakers).entries
         });
-        let first = entry.poll(&waker);
+        let first = entry.poll(&waker, None);
         let fired = firer.join().unwrap();
 
         assert_eq!(fired, 1, "the pass fires it, whatever the poll saw");
         if first == Outcome::Pending {
             assert_eq!(counter.wakes(), 1, "pending, and never woken");
-            assert_eq!(entry.poll(&waker), Outcome::Due, "woken, and still pending");
+            assert_eq!(
+                entry.poll(&waker, None),
+                Outcome::Due,
+                "woken, and still pending"
+            );
         }
         assert_eq!(shards[0].len(), 0, "nothing left behind");
         assert_eq!(driver.reserved(), 0, "slot given back");
@@ -297,12 +301,12 @@ fn loom_repoll_new_waker_vs_fire_loses_no_wakeup() {
             let mut wakers = Vec::new();
             shard.fire_due(10, &mut wakers);
         });
-        let first = entry.poll(&new);
+        let first = entry.poll(&new, None);
         firer.join().unwrap();
 
         if first == Outcome::Pending {
             assert_eq!(counter.wakes(), 1, "pending, and the new waker never woken");
-            assert_eq!(entry.poll(&new), Outcome::Due);
+            assert_eq!(entry.poll(&new, None), Outcome::Due);
         }
     });
 }
@@ -322,9 +326,9 @@ fn loom_repoll_vs_early_pass_is_never_ready_early() {
             let mut wakers = Vec::new();
             shard.fire_due(9, &mut wakers).entries
         });
-        assert_eq!(entry.poll(&waker), Outcome::Pending, "ready early");
+        assert_eq!(entry.poll(&waker, None), Outcome::Pending, "ready early");
         assert_eq!(firer.join().unwrap(), 0, "fired early");
-        assert_eq!(entry.poll(&waker), Outcome::Pending, "ready early");
+        assert_eq!(entry.poll(&waker, None), Outcome::Pending, "ready early");
         assert_eq!(counter.wakes(), 0);
         assert!(entry.is_pending());
     });
@@ -342,13 +346,13 @@ fn loom_repoll_vs_shutdown_loses_no_wakeup() {
 
         let d = driver.clone();
         let stopper = thread::spawn(move || d.shutdown());
-        let first = entry.poll(&waker);
+        let first = entry.poll(&waker, None);
         stopper.join().unwrap();
 
         assert_ne!(first, Outcome::Due, "a shutdown is not a deadline");
         if first == Outcome::Pending {
             assert_eq!(counter.wakes(), 1, "pending, and never woken");
-            assert_eq!(entry.poll(&waker), Outcome::Shutdown);
+            assert_eq!(entry.poll(&waker, None), Outcome::Shutdown);
         }
         assert_eq!(driver.reserved(), 0, "slot given back");
     });
