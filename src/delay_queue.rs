@@ -32,7 +32,11 @@
 //! - deadlines of any distance are accepted and far ones saturate (about 30 years for
 //!   `Duration::MAX`); tokio-util panics past 2^36 ms (about two years);
 //! - resetting an item to a later deadline costs no relink (it is re-filed when its old slot
-//!   comes), and neither does moving the head later;
+//!   comes), and neither does moving the head later: the queue's one timer registration
+//!   moves on the next poll;
+//! - the waiting task is woken only when an item is due (or the queue changes so that one
+//!   may be): never at a bucket boundary of the queue's wheel, nor at the old deadline of an
+//!   item reset later, once the queue has been polled since;
 //! - handing out an item allocates nothing (tokio-util boxes a new `Sleep` at each pass);
 //! - inserting an earlier item, resetting one, [`clear`](DelayQueue::clear) and removing the
 //!   last item wake the task waiting on the queue;
@@ -40,6 +44,7 @@
 //! - [`DelayQueue::new`] and every method but [`poll_expired`](DelayQueue::poll_expired) work
 //!   outside a runtime: the default timer is looked up the first time a poll has to wait.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
@@ -71,8 +76,9 @@ const WHEEL_SIZE: usize = 64;
 /// better here.
 ///
 /// Values come out in deadline order, never before their deadline. A value whose deadline
-/// had already passed when it was inserted or reset is ready at once; such values come out
-/// first, in the order they were inserted or reset. When the queue is empty, the stream
+/// had already passed when it was inserted or reset is ready at once; every value whose
+/// deadline has passed counts as due alike, so due values come out in deadline order too
+/// (items reset to 3, 7 and 1 ms ago come out 1, 3, 7), ties in any order. When the queue is empty, the stream
 /// yields `None` (and may yield values again after more inserts).
 ///
 /// # Panics
@@ -81,7 +87,11 @@ const WHEEL_SIZE: usize = 64;
 /// the queue, made by [`new`](DelayQueue::new), finds no Tokio runtime with a time driver on
 /// the thread (the default timer is looked up then), or if the queue's timer was built with
 /// [`max_pending`](crate::Builder::max_pending) and is full. If the timer shuts down, the
-/// queue waits on Tokio's own timer from then on, rather than stopping.
+/// queue waits on Tokio's own timer from then on, rather than stopping: the timer's
+/// runtime's while it lives; once that runtime has shut down, the Tokio timer of the runtime
+/// current where the queue is polled (so polling it outside any runtime then panics, as
+/// above). A queue made by [`new`](DelayQueue::new) whose runtime has gone keeps items and
+/// keys and goes on that way on another runtime.
 ///
 /// # Examples
 ///
@@ -115,6 +125,10 @@ pub struct DelayQueue<T> {
     /// The waker of the latest poll: woken when an insert or reset comes before `armed`,
     /// and when the queue is emptied.
     waker: Option<Waker>,
+    /// Keys moved by [`compact`](DelayQueue::compact): the user's key to the wheel's, and
+    /// back. Empty (no lookup cost beyond a length check) until a compaction moves an item.
+    remap: HashMap<wheel::Key, wheel::Key>,
+    unmap: HashMap<wheel::Key, wheel::Key>,
 }
 
 /// A value and the instant it was given, exactly.
@@ -302,6 +316,9 @@ impl<T> DelayQueue<T> {
         let mut wheel = Wheel::with_tick(WHEEL_SIZE, TICK.as_nanos() as u64);
         // The queue's memory is the owner's to give back (`shrink_to_fit`), as in tokio-util.
         wheel.keep_capacity();
+        // Every deadline already passed counts as due alike, whatever the queue's last clock
+        // reading: due items come out in deadline order.
+        wheel.order_due();
         wheel.reserve(capacity);
         DelayQueue {
             wheel,
@@ -310,6 +327,8 @@ impl<T> DelayQueue<T> {
             alarm,
             armed: u64::MAX,
             waker: None,
+            remap: HashMap::new(),
+            unmap: HashMap::new(),
         }
     }
 
@@ -441,7 +460,8 @@ impl<T> DelayQueue<T> {
     /// assert!(queue.try_remove(&key).is_none());
     /// ```
     pub fn try_remove(&mut self, key: &Key) -> Option<Expired<T>> {
-        let slot = self.wheel.remove(key.0)?;
+        let slot = self.wheel.remove(self.internal(key))?;
+        self.forget(key);
         if self.wheel.is_empty() {
             self.wake();
         }
@@ -512,12 +532,13 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn reset_at(&mut self, key: &Key, deadline: Instant) {
-        let Some(slot) = self.wheel.get_mut(key.0) else {
+        let inner = self.internal(key);
+        let Some(slot) = self.wheel.get_mut(inner) else {
             panic!("tokio-timing-wheel: DelayQueue::reset: {key:?} names no item in this queue (removed or expired already)");
         };
         slot.deadline = deadline;
         let units = self.started_clock().deadline_to_units(deadline);
-        self.wheel.reschedule(key.0, units);
+        self.wheel.reschedule(inner, units);
         self.wake_if_before(units);
     }
 
@@ -542,7 +563,7 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn deadline(&self, key: &Key) -> Instant {
-        match self.wheel.get(key.0) {
+        match self.wheel.get(self.internal(key)) {
             Some(slot) => slot.deadline,
             None => panic!(
                 "tokio-timing-wheel: DelayQueue::deadline: {key:?} names no item in this queue"
@@ -550,8 +571,7 @@ impl<T> DelayQueue<T> {
         }
     }
 
-    /// The key of the item that comes out next: the one with the earliest deadline (an item
-    /// inserted with a deadline already passed comes first, see [`DelayQueue`]), without
+    /// The key of the item that comes out next: the one with the earliest deadline, without
     /// taking it out or waiting. `None` if the queue is empty.
     ///
     /// # Examples
@@ -568,7 +588,7 @@ impl<T> DelayQueue<T> {
     /// assert_eq!(queue.peek(), Some(b));
     /// ```
     pub fn peek(&self) -> Option<Key> {
-        self.wheel.peek().map(Key)
+        self.wheel.peek().map(|k| self.external(k))
     }
 
     /// Number of items in the queue (expired ones not yet taken out included).
@@ -648,6 +668,8 @@ impl<T> DelayQueue<T> {
     pub fn clear(&mut self) {
         let had_items = !self.wheel.is_empty();
         self.wheel.clear();
+        self.remap = HashMap::new();
+        self.unmap = HashMap::new();
         self.disarm();
         if had_items {
             self.wake();
@@ -669,6 +691,69 @@ impl<T> DelayQueue<T> {
     /// ```
     pub fn shrink_to_fit(&mut self) {
         self.wheel.shrink_to_fit();
+    }
+
+    /// Gives back every byte the items do not need, as tokio-util's `compact`: the items move
+    /// into storage exactly as large as their number ([`capacity`](DelayQueue::capacity) is
+    /// then [`len`](DelayQueue::len)). Keys stay valid: the key of an item moved still names
+    /// it (and is the one its [`Expired`] carries), and a key of an item gone before still
+    /// names nothing. Costs O(items); deadlines and the waiting task are unaffected.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::DelayQueue;
+    ///
+    /// let mut queue = DelayQueue::new();
+    /// let keys: Vec<_> = (0..1000).map(|i| queue.insert(i, Duration::from_secs(1))).collect();
+    /// for k in &keys[1..] {
+    ///     queue.remove(k);
+    /// }
+    /// queue.compact();
+    /// assert_eq!(queue.capacity(), 1);
+    /// assert_eq!(queue.remove(&keys[0]).into_inner(), 0);
+    /// ```
+    pub fn compact(&mut self) {
+        for (from, to) in self.wheel.compact() {
+            let user = self.unmap.remove(&from).unwrap_or(from);
+            if user == to {
+                self.remap.remove(&user);
+            } else {
+                self.remap.insert(user, to);
+                self.unmap.insert(to, user);
+            }
+        }
+        if self.remap.is_empty() {
+            self.remap = HashMap::new();
+            self.unmap = HashMap::new();
+        }
+    }
+
+    /// The wheel's key for the user's `key` (they differ only after a compaction).
+    fn internal(&self, key: &Key) -> wheel::Key {
+        if self.remap.is_empty() {
+            return key.0;
+        }
+        self.remap.get(&key.0).copied().unwrap_or(key.0)
+    }
+
+    /// The user's key for the wheel's `key`.
+    fn external(&self, key: wheel::Key) -> Key {
+        if self.unmap.is_empty() {
+            return Key(key);
+        }
+        Key(self.unmap.get(&key).copied().unwrap_or(key))
+    }
+
+    /// The item of `key` left the queue: drops its compaction mapping, if any.
+    fn forget(&mut self, key: &Key) {
+        if self.remap.is_empty() {
+            return;
+        }
+        if let Some(inner) = self.remap.remove(&key.0) {
+            self.unmap.remove(&inner);
+        }
     }
 
     /// Takes out the next item whose deadline has passed: `Ready(Some(item))`, or `Pending`
@@ -731,12 +816,15 @@ impl<T> DelayQueue<T> {
                     return Poll::Ready(Some(item));
                 }
             }
-            // Nothing is due: wait for the wheel's next expiration. That is after `seen` (all
-            // before it was handed out above), so once the alarm has gone off, the next clock
-            // reading is past `seen` and the wheel moves on: this loop cannot spin.
+            // Nothing is due: wait for the first item's exact deadline, not the start of its
+            // bucket (the alarm wakes the task, so it must go off only when an item is due;
+            // a cascade or an item re-filed lazily is done by the poll that hands the item
+            // out). That is after `seen` (all before it was handed out above), so once the
+            // alarm has gone off, the next clock reading is past `seen` and the wheel moves
+            // on: this loop cannot spin.
             let head = self
                 .wheel
-                .next_expiration()
+                .next_deadline()
                 .expect("a non-empty queue waits for an item");
             if head == u64::MAX {
                 // Only items beyond the clock's horizon (about 584 years from the first
@@ -755,10 +843,12 @@ impl<T> DelayQueue<T> {
     /// Hands out an item due at `self.seen`, if any.
     fn take_due(&mut self) -> Option<Expired<T>> {
         let e = self.wheel.poll(self.seen)?;
+        let key = self.external(e.key);
+        self.forget(&key);
         Some(Expired {
             value: e.value.value,
             deadline: e.value.deadline,
-            key: Key(e.key),
+            key,
         })
     }
 
@@ -773,6 +863,11 @@ impl<T> DelayQueue<T> {
                 HeadSleep::Wheel(sleep) => {
                     let mut sleep = Pin::new(sleep);
                     if sleep.deadline() != at {
+                        // Later: re-registered now, as a lazy reset would wake the task at
+                        // the old deadline with nothing due.
+                        if at > sleep.deadline() {
+                            sleep.disarm();
+                        }
                         sleep.as_mut().reset(at);
                     }
                     let ready = sleep.as_mut().poll(cx).is_ready();
@@ -783,8 +878,8 @@ impl<T> DelayQueue<T> {
                             Poll::Pending
                         };
                     }
-                    let runtime = sleep.runtime().clone();
-                    self.alarm = HeadSleep::Tokio(TokioSleep::new(at, &runtime));
+                    let shard = sleep.shard().clone();
+                    self.alarm = HeadSleep::Tokio(TokioSleep::new(at, &shard));
                 }
                 HeadSleep::Tokio(sleep) => return sleep.poll_until(at, cx),
             }

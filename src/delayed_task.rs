@@ -8,9 +8,9 @@
 
 use std::fmt;
 use std::future::Future;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::AcqRel;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll, Wake, Waker};
 use std::time::Duration;
@@ -67,7 +67,7 @@ where
     let shard = crate::timer::default::current_shard();
     let deadline = deadline_after(shard.now(), duration);
     DelayedTask::new(shard, deadline, duration.is_zero(), future)
-        .unwrap_or_else(|_| DelayedTask::shut_down())
+        .unwrap_or_else(|_| DelayedTask::shut_down(deadline))
 }
 
 /// Runs `future` as a Tokio task at `deadline`, on the current runtime's default timer.
@@ -103,7 +103,8 @@ where
     F::Output: Send + 'static,
 {
     let shard = crate::timer::default::current_shard();
-    DelayedTask::new(shard, deadline, true, future).unwrap_or_else(|_| DelayedTask::shut_down())
+    DelayedTask::new(shard, deadline, true, future)
+        .unwrap_or_else(|_| DelayedTask::shut_down(deadline))
 }
 
 const WAITING: u8 = 0;
@@ -278,7 +279,7 @@ where
 /// Drops a delayed task's future that will never run, containing a panic in its destructor
 /// (user code), which is logged.
 fn drop_contained<F>(fut: Option<F>) {
-    if catch_unwind(AssertUnwindSafe(move || drop(fut))).is_err() {
+    if crate::driver::panicked(move || drop(fut)) {
         tracing::error!("a delayed task's future panicked while being dropped unrun");
     }
 }
@@ -317,11 +318,14 @@ pub struct DelayedTask<T> {
     cell: Arc<dyn ErasedCell<T>>,
     /// Where the task waits, while it may still be cancelled.
     registration: Option<(Arc<Shard>, Key)>,
+    /// When it is (or was) due to start.
+    deadline: Instant,
 }
 
 impl<T> fmt::Debug for DelayedTask<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DelayedTask")
+            .field("deadline", &self.deadline)
             .field("finished", &self.is_finished())
             .finish_non_exhaustive()
     }
@@ -357,16 +361,21 @@ impl<T: Send + 'static> DelayedTask<T> {
                     None
                 }
             };
-        Ok(DelayedTask { cell, registration })
+        Ok(DelayedTask {
+            cell,
+            registration,
+            deadline,
+        })
     }
 
     /// A task that has already resolved with the shutdown error (and cannot be cancelled).
-    pub(crate) fn shut_down() -> DelayedTask<T> {
+    pub(crate) fn shut_down(deadline: Instant) -> DelayedTask<T> {
         let header = Header::with_state(RESOLVED);
         header.complete(Err(DelayedError::shutdown()));
         DelayedTask {
             cell: Arc::new(Finished(header)),
             registration: None,
+            deadline,
         }
     }
 }
@@ -412,6 +421,68 @@ impl<T> DelayedTask<T> {
         self.cell.discard();
         header.complete(Err(DelayedError::cancelled()));
         true
+    }
+
+    /// The instant the task starts at (or started at, or would have): the deadline it was
+    /// spawned with, or the latest one given to [`reset`](DelayedTask::reset).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    /// use tokio_timing_wheel::spawn_at;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let at = Instant::now() + Duration::from_secs(10);
+    /// let task = spawn_at(at, async {});
+    /// assert_eq!(task.deadline(), at);
+    /// # }
+    /// ```
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Moves the start of a task that is still waiting to `deadline`, without cancelling and
+    /// spawning it again: a lease renewed, a retry pushed back. Returns `true` if the task
+    /// waits for the new deadline; `false` (and nothing changes but
+    /// [`deadline`](DelayedTask::deadline)) if it has already started, finished, been
+    /// cancelled, or its timer shut down.
+    ///
+    /// A later deadline costs one comparison under the shard's lock: the task stays where it
+    /// is in the wheel and is re-filed lazily when its old slot comes. An earlier one relinks
+    /// it (O(1)); one already passed starts it on the timer's next pass. On a timer built with
+    /// [`max_pending`](crate::Builder::max_pending) the task keeps its slot.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    /// use tokio_timing_wheel::spawn_after;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let start = Instant::now();
+    /// // A lease expires in 30 s unless renewed.
+    /// let mut expiry = spawn_after(Duration::from_secs(30), async { Instant::now() });
+    /// tokio::time::sleep(Duration::from_secs(10)).await;
+    /// assert!(expiry.reset(Instant::now() + Duration::from_secs(30))); // renewed
+    /// let expired_at = (&mut expiry).await.unwrap();
+    /// assert_eq!(expired_at - start, Duration::from_secs(40));
+    /// assert!(!expiry.reset(Instant::now() + Duration::from_secs(30)), "ran already");
+    /// # }
+    /// ```
+    pub fn reset(&mut self, deadline: Instant) -> bool {
+        self.deadline = deadline;
+        let Some((shard, key)) = &self.registration else {
+            return false;
+        };
+        if shard.is_shutdown() || self.cell.header().state.load(Acquire) != WAITING {
+            return false;
+        }
+        shard.reschedule_at(*key, deadline)
     }
 
     /// Whether the task has finished: it ran to completion or panicked, was cancelled, or
@@ -540,7 +611,7 @@ impl Timer {
     {
         let shard = self.shard().clone();
         match DelayedTask::new(shard, deadline, check_clock, future) {
-            Err(TimerError::Shutdown) => Ok(DelayedTask::shut_down()),
+            Err(TimerError::Shutdown) => Ok(DelayedTask::shut_down(deadline)),
             other => other,
         }
     }

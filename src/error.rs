@@ -125,6 +125,16 @@ impl fmt::Display for Elapsed {
 
 impl std::error::Error for Elapsed {}
 
+/// Into tower's error, for a service stack that tests `err.is::<tower::timeout::error::Elapsed>()`
+/// (the shutdown flag is lost: tower's type has none).
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+impl From<Elapsed> for tower::timeout::error::Elapsed {
+    fn from(_: Elapsed) -> tower::timeout::error::Elapsed {
+        tower::timeout::error::Elapsed::new()
+    }
+}
+
 impl From<Elapsed> for std::io::Error {
     fn from(e: Elapsed) -> std::io::Error {
         std::io::Error::new(std::io::ErrorKind::TimedOut, e)

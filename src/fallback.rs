@@ -3,36 +3,89 @@
 //! A one-shot future resolves when its timer shuts down (see `Timer::shutdown`), but an
 //! [`Interval`](crate::Interval) or a [`DelayQueue`](crate::DelayQueue) lives on: rather than
 //! hang (nothing would wake it) or spin (complete at once, again and again), it waits on a
-//! `tokio::time::Sleep` from then on, allocated once.
+//! `tokio::time::Sleep` from then on, allocated once: on the timer's runtime while that runtime
+//! lives, and once it has shut down (its time driver refuses sleeps) on the runtime current
+//! where it is polled.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
+use crate::driver::shard::Shard;
+
 /// A boxed `tokio::time::Sleep`, re-armed in place.
 #[derive(Debug)]
-pub(crate) struct TokioSleep(Pin<Box<tokio::time::Sleep>>);
+pub(crate) struct TokioSleep {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// A shard of the shut-down timer, whose runtime the sleep is on unless `elsewhere`.
+    shard: Arc<Shard>,
+    /// The sleep is on this runtime, current when it was made, the timer's having shut
+    /// down (`None`: on the timer's runtime).
+    elsewhere: Option<tokio::runtime::Id>,
+}
 
 impl TokioSleep {
-    /// A sleep until `deadline` on `runtime` (the shut-down timer's; entered, so this works
-    /// from a thread outside any runtime too).
+    /// A sleep until `deadline` for `shard`'s timer, shut down: on its runtime (entered, so
+    /// this works from a thread outside any runtime too), or, if that runtime has shut down
+    /// too, on the current one.
     ///
     /// # Panics
     ///
-    /// If `runtime` has shut down, as `tokio::time::sleep_until` there.
-    pub(crate) fn new(deadline: Instant, runtime: &Handle) -> TokioSleep {
-        let _guard = runtime.enter();
-        TokioSleep(Box::pin(tokio::time::sleep_until(deadline)))
+    /// If the timer's runtime has shut down and no runtime with a time driver is current, as
+    /// `tokio::time::sleep_until` outside a runtime.
+    #[track_caller]
+    pub(crate) fn new(deadline: Instant, shard: &Arc<Shard>) -> TokioSleep {
+        let (sleep, elsewhere) = make(deadline, shard);
+        TokioSleep {
+            sleep,
+            shard: shard.clone(),
+            elsewhere,
+        }
     }
 
-    /// Waits for `deadline` (re-arming if it changed); `Ready` once it has passed.
+    /// Waits for `deadline` (re-arming if it changed); `Ready` once it has passed. If the
+    /// timer's runtime shut down since the sleep was made there, or the sleep is on another
+    /// runtime than the current one, it moves to the current one.
+    #[track_caller]
     pub(crate) fn poll_until(&mut self, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0.deadline() != deadline {
-            self.0.as_mut().reset(deadline);
+        let moved = match self.elsewhere {
+            None => self.shard.runtime_gone(),
+            // Which runtimes still live is not known: the current one does.
+            Some(id) => Handle::try_current().map_or(true, |h| h.id() != id),
+        };
+        if moved {
+            (self.sleep, self.elsewhere) = make(deadline, &self.shard);
         }
-        self.0.as_mut().poll(cx)
+        if self.sleep.deadline() != deadline {
+            self.sleep.as_mut().reset(deadline);
+        }
+        self.sleep.as_mut().poll(cx)
     }
+}
+
+/// A sleep on the timer's runtime, or on the current one if the timer's has shut down (and
+/// that runtime's id).
+#[track_caller]
+fn make(
+    deadline: Instant,
+    shard: &Shard,
+) -> (Pin<Box<tokio::time::Sleep>>, Option<tokio::runtime::Id>) {
+    let (handle, elsewhere) = if shard.runtime_gone() {
+        let handle = Handle::try_current().unwrap_or_else(|_| {
+            panic!(
+                "tokio-timing-wheel: the timer's runtime has shut down, and no Tokio runtime is \
+                 current to stand in for it: poll this Interval or DelayQueue within a runtime"
+            )
+        });
+        let id = handle.id();
+        (handle, Some(id))
+    } else {
+        (shard.runtime().clone(), None)
+    };
+    let _guard = handle.enter();
+    (Box::pin(tokio::time::sleep_until(deadline)), elsewhere)
 }

@@ -314,6 +314,11 @@ enum Wait {
 ///
 /// If the timer shuts down (see [`Timer::shutdown`]), an interval does not stop, hang or
 /// spin: from then on it waits on Tokio's own timer (one allocation), keeping its schedule.
+/// That is the timer's runtime's Tokio timer while that runtime lives; once the runtime has
+/// shut down (which shuts its timers down), an interval still polled elsewhere falls back to
+/// the Tokio timer of the runtime current where it is polled, and polling it outside any
+/// runtime then panics, as `tokio::time::Interval` does there. (A `Sleep` resolves at a
+/// shutdown instead: it has only one completion to give.)
 ///
 /// # Examples
 ///
@@ -542,7 +547,7 @@ impl Interval {
             self.shard().cancel(key); // normally drained already
         }
         self.waker = None;
-        let mut sleep = TokioSleep::new(self.next, self.shard().runtime());
+        let mut sleep = TokioSleep::new(self.next, self.shard());
         let ready = sleep.poll_until(self.next, cx).is_ready();
         self.wait = Wait::Tokio(sleep);
         if ready {

@@ -29,6 +29,17 @@
 //! runtime, so two runtimes never share a driver. Build a [`Timer`] with [`Timer::builder`] to
 //! choose the tick, wheel size or a `max_pending` limit.
 //!
+//! # Migrating from `tokio::time` and tokio-util
+//!
+//! [`time`] mirrors `tokio::time`: `use tokio::time::{sleep, timeout, Instant, ...}` becomes
+//! `use tokio_timing_wheel::time::{sleep, timeout, Instant, ...}`, and tokio-util's
+//! `DelayQueue` becomes [`DelayQueue`]. Tokio's and tokio-util's own timer tests pass with
+//! only those imports changed, with one accepted difference: deadlines here are exact, so a
+//! timer whose deadline falls between two of Tokio's 1 ms ticks may complete up to a tick
+//! earlier than Tokio's would (never before its deadline). The [`time`] module's docs hold
+//! the migration table: each tokio, tokio-util, hyper-util and tower name, its counterpart
+//! here, and what differs in behaviour or cost.
+//!
 //! For the periodic and keyed halves of a service's timers, [`Interval`] replaces
 //! `tokio::time::Interval` (same semantics, one wheel entry for its life, plus
 //! [`Interval::set_period`]) and [`DelayQueue`] replaces tokio-util's `DelayQueue` (same API,
@@ -49,8 +60,10 @@
 //! - **Never early.** A timer fires at or after its deadline: deadlines round up to the next
 //!   tick, the current time rounds down.
 //! - **On time.** Deadlines are kept to the nanosecond, so in virtual time (paused Tokio time)
-//!   a timer fires at its deadline whatever the tick; on a real clock, as soon as Tokio's own
-//!   timer (1 ms resolution) allows, plus scheduling delay. Timers fire where Tokio fires its
+//!   a timer fires at its deadline whatever the wheel's tick (a deadline off Tokio's own 1 ms
+//!   grid, at the grid's next step, which is when Tokio wakes the wheel; see
+//!   [`TimerMetrics::lateness`]); on a real clock, as soon as Tokio's own timer (1 ms
+//!   resolution) allows, plus scheduling delay. Timers fire where Tokio fires its
 //!   own, inside the worker's park or maintenance, so a saturated runtime delays them no more
 //!   than `tokio::time`'s (see the README's results).
 //! - **Deadline order.** Timers registered from one thread (one shard) that are due at the
@@ -136,8 +149,10 @@ mod driver;
 mod error;
 mod fallback;
 mod interval;
+mod lateness;
 mod loom;
 mod sleep;
+pub mod time;
 mod timeout;
 mod timer;
 mod wheel;
@@ -183,6 +198,7 @@ pub use crate::delayed_task::{spawn_after, spawn_at, DelayedTask};
 pub use crate::error::{BuildError, DelayedError, Elapsed, TimerError};
 pub use crate::integrations::idle::{IdleTimeout, IdleTimeoutBuilder};
 pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
+pub use crate::lateness::Lateness;
 pub use crate::sleep::{sleep_wheel, sleep_wheel_until, Sleep};
 pub use crate::timeout::{timeout, timeout_at, Timeout};
 pub use crate::timer::builder::Builder;

@@ -149,10 +149,10 @@ impl Sleep {
 
     /// A sleep of `duration` from now: a zero duration has elapsed already.
     pub(crate) fn after(shard: Arc<Shard>, duration: Duration) -> Sleep {
-        let state = if duration.is_zero() {
-            State::Elapsed
-        } else {
-            State::Idle { check_clock: false }
+        // A zero duration checks the clock on first poll, where it completes: until then it
+        // has not elapsed (as in Tokio, `is_elapsed` answers for a polled sleep).
+        let state = State::Idle {
+            check_clock: duration.is_zero(),
         };
         let deadline = deadline_after(shard.now(), duration);
         Sleep {
@@ -194,13 +194,9 @@ impl Sleep {
         )
     }
 
-    fn shard(&self) -> &Arc<Shard> {
+    /// The shard of this `Sleep`'s timer.
+    pub(crate) fn shard(&self) -> &Arc<Shard> {
         self.entry.shard()
-    }
-
-    /// The runtime of this `Sleep`'s timer.
-    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        self.shard().runtime()
     }
 
     /// The instant at which this `Sleep` completes.
@@ -208,13 +204,30 @@ impl Sleep {
         self.deadline
     }
 
-    /// Whether the deadline has been reached: the timer fired (whether or not this `Sleep` has
-    /// been polled since), or the timer shut down.
+    /// Whether the `Sleep` has elapsed, as Tokio's `Sleep::is_elapsed`: it completed, or its
+    /// timer fired (whether or not it has been polled since), or the timer shut down while it
+    /// was registered. A `Sleep` never polled (or reset since) answers `false`, even with a
+    /// deadline already passed: it is registered, and checked, on its first poll.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tokio::time::Instant;
+    /// use tokio_timing_wheel::sleep_wheel_until;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut sleep = sleep_wheel_until(Instant::now());
+    /// assert!(!sleep.is_elapsed()); // not polled yet
+    /// (&mut sleep).await;
+    /// assert!(sleep.is_elapsed());
+    /// # }
+    /// ```
     pub fn is_elapsed(&self) -> bool {
         let shard = self.shard();
         match self.state {
             State::Elapsed | State::Shutdown => true,
-            State::Idle { .. } => shard.is_shutdown() || self.deadline <= shard.now(),
+            State::Idle { .. } => false,
             State::Registered { moved } => {
                 !self.entry.is_pending()
                     && (shard.is_shutdown() || !(moved && self.entry.filed_before(self.deadline)))

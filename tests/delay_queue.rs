@@ -505,9 +505,11 @@ async fn moving_the_head_later_touches_neither_wheel_nor_timer() {
         "the registration stays where it is"
     );
     assert!(!q.is_woken());
-    // The old registration goes off at 10 ms with nothing due; the item comes at 100 ms.
-    step(ms(10)).await;
+    // The next poll moves the registration to the new head: nothing wakes the task at the
+    // old one, 10 ms; the item comes at 100 ms.
     assert_pending!(poll!(q));
+    step(ms(10)).await;
+    assert!(!q.is_woken(), "woken at the old head with nothing due");
     step(ms(89)).await;
     assert_pending!(poll!(q));
     step(ms(1)).await;
@@ -846,4 +848,184 @@ proptest! {
     fn delay_queue_matches_a_btreemap_model(ops in proptest::collection::vec(op(), 1..200)) {
         run_model(ops);
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_later_reset_wakes_nobody_until_the_new_deadline() {
+    let start = Instant::now();
+    let mut q = queue();
+    let key = q.insert_at("foo", start + ms(5));
+    assert_pending!(poll!(q));
+    time::sleep(ms(1)).await;
+    q.reset_at(&key, start + ms(10));
+    assert!(!q.is_woken(), "a later reset needs no wake");
+    assert_pending!(poll!(q));
+    time::sleep_until(start + ms(9)).await;
+    assert!(!q.is_woken(), "nothing is due at the old deadline");
+    time::sleep_until(start + ms(10)).await;
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "foo");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_far_head_wakes_nobody_at_its_bucket_boundary() {
+    // 100 ms lies beyond level 0 (64 ticks of about 1 ms): the wheel cascades it on the way,
+    // but the task is woken only when the item is due.
+    for far in [100, 234, 1000, 300_000] {
+        let start = Instant::now();
+        let mut q = queue();
+        q.insert_at(far, start + ms(far));
+        assert_pending!(poll!(q));
+        time::sleep_until(start + ms(far - 1)).await;
+        assert!(!q.is_woken(), "{far} ms: woken before anything was due");
+        assert_pending!(poll!(q));
+        time::sleep_until(start + ms(far)).await;
+        assert!(q.is_woken(), "{far} ms");
+        assert_eq!(assert_ready_some!(poll!(q)).into_inner(), far);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lazily_refiled_item_wakes_nobody_at_its_old_slot() {
+    let start = Instant::now();
+    let mut q = queue();
+    let key = q.insert_at("x", start + ms(100));
+    assert_pending!(poll!(q));
+    time::sleep_until(start + ms(80)).await;
+    q.reset_at(&key, start + ms(120));
+    assert_pending!(poll!(q));
+    time::sleep_until(start + ms(119)).await;
+    assert!(!q.is_woken());
+    time::sleep_until(start + ms(120)).await;
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "x");
+}
+
+#[tokio::test(start_paused = true)]
+async fn compact_gives_memory_back_and_keeps_every_key() {
+    let start = Instant::now();
+    let mut q = DelayQueue::new();
+    let keys: Vec<Key> = (0..100u32)
+        .map(|i| q.insert_at(i, start + ms(10 + u64::from(i))))
+        .collect();
+    for (i, k) in keys.iter().enumerate() {
+        if i % 10 != 0 {
+            q.remove(k);
+        }
+    }
+    assert_eq!(q.len(), 10);
+    q.compact();
+    assert_eq!(q.capacity(), 10, "storage exactly as large as the items");
+    // Removed keys still name nothing; kept ones still name their item.
+    assert!(q.try_remove(&keys[1]).is_none());
+    assert_eq!(q.deadline(&keys[20]), start + ms(30));
+    q.reset_at(&keys[20], start + ms(5));
+    assert_eq!(q.remove(&keys[10]).into_inner(), 10);
+    // Items come out in deadline order with their original keys, after a second compaction
+    // and new inserts.
+    let new = q.insert_at(1000, start + ms(1));
+    q.compact();
+    time::sleep(ms(200)).await;
+    let out: Vec<(Key, u32)> = drain(&mut q)
+        .into_iter()
+        .map(|e| (e.key(), e.into_inner()))
+        .collect();
+    let mut want = vec![(new, 1000), (keys[20], 20), (keys[0], 0)];
+    want.extend((3..10).map(|i| (keys[i * 10], i as u32 * 10)));
+    assert_eq!(out, want);
+    assert!(
+        q.try_remove(&keys[20]).is_none(),
+        "expired keys name nothing"
+    );
+    q.compact();
+    assert_eq!(q.capacity(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_past_deadline_counts_as_due_and_comes_out_in_deadline_order() {
+    let mut q = queue();
+    let start = Instant::now();
+    let keys: Vec<Key> = (0..4).map(|i| q.insert_at(i, start + ms(100))).collect();
+    time::sleep(ms(10)).await;
+    // The queue reads the clock here (10 ms), then time moves on without it (20 ms).
+    assert_pending!(poll!(q));
+    time::sleep(ms(10)).await;
+    let now = Instant::now();
+    // Two of these are before the queue's last clock reading, two after: all are past.
+    for (key, ago) in keys.iter().zip([3, 12, 1, 15]) {
+        q.reset_at(key, now - ms(ago));
+    }
+    let out: Vec<u32> = drain(&mut q).into_iter().map(Expired::into_inner).collect();
+    assert_eq!(out, [3, 1, 0, 2], "deadline order: 15, 12, 3 and 1 ms ago");
+
+    // Inserted into the past, before and after the last clock reading, likewise.
+    let mut q = queue();
+    q.insert_at(99, Instant::now() + ms(50));
+    time::sleep(ms(10)).await;
+    assert_pending!(poll!(q));
+    time::sleep(ms(20)).await;
+    let now = Instant::now();
+    for ago in [3, 15, 1, 25] {
+        q.insert_at(ago, now - ms(u64::from(ago)));
+    }
+    let out: Vec<u32> = drain(&mut q).into_iter().map(Expired::into_inner).collect();
+    assert_eq!(out, [25, 15, 3, 1]);
+}
+
+/// After an idle spell the timer's wheel time is that of its last pass, so the queue's
+/// registration a tick ahead lands a level up: that level is kept, and expiring after idle
+/// gaps allocates nothing once warm (checked in release builds, see
+/// `expiring_items_allocates_nothing`).
+#[tokio::test(start_paused = true)]
+async fn expiring_after_idle_gaps_allocates_nothing() {
+    let mut q = DelayQueue::with_capacity(16);
+    let mut allocated = 0;
+    for round in 0..40 {
+        time::sleep(ms(500)).await; // idle: nothing registered anywhere
+        let before = allocations();
+        q.insert("job", ms(1));
+        assert_eq!(q.next().await.unwrap().into_inner(), "job");
+        if round >= 5 {
+            allocated += allocations() - before;
+        }
+    }
+    if !cfg!(debug_assertions) {
+        assert_eq!(allocated, 0, "allocations in 35 expiries after idle gaps");
+    }
+}
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// A queue made by `new` waits on its runtime's default timer; that runtime goes: polled on
+/// another runtime, its items come out there, on time, none lost.
+#[test]
+fn after_its_runtime_is_gone_a_queue_goes_on_on_the_current_runtime() {
+    let first = paused_runtime();
+    let mut q = DelayQueue::new();
+    first.block_on(async {
+        let now = Instant::now();
+        q.insert_at("a", now + ms(5));
+        q.insert_at("b", now + ms(1_000));
+        assert_eq!(q.next().await.unwrap().into_inner(), "a");
+        let mut t = task::spawn(&mut q);
+        assert_pending!(t.poll_next());
+    });
+    drop(first);
+    let second = paused_runtime();
+    second.block_on(async {
+        let start = Instant::now();
+        let key = q.insert_at("c", start + ms(20));
+        assert_eq!(q.deadline(&key), start + ms(20));
+        let c = q.next().await.unwrap();
+        assert_eq!((c.into_inner(), start.elapsed()), ("c", ms(20)));
+        // "b" was due at the first runtime's clock: long past on this one's.
+        assert_eq!(q.next().await.unwrap().into_inner(), "b");
+        assert!(q.next().await.is_none());
+    });
 }

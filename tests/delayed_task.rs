@@ -537,3 +537,72 @@ fn cancel_racing_a_shutdown_is_true_only_for_tasks_it_stopped() {
         }
     });
 }
+
+#[tokio::test(start_paused = true)]
+async fn reset_moves_a_waiting_task_later_earlier_and_into_the_past() {
+    let start = Instant::now();
+    let ran_at = Arc::new(Mutex::new(None));
+    let r = ran_at.clone();
+    let mut t = spawn_at(start + ms(100), async move {
+        *r.lock().unwrap() = Some(Instant::now());
+    });
+    assert_eq!(t.deadline(), start + ms(100));
+    // Later, and again later (lazily re-filed: nothing runs at the old deadline).
+    assert!(t.reset(start + ms(300)));
+    assert!(t.reset(start + ms(500)));
+    assert_eq!(t.deadline(), start + ms(500));
+    tokio::time::sleep_until(start + ms(499)).await;
+    settle().await;
+    assert!(
+        ran_at.lock().unwrap().is_none(),
+        "ran before its new deadline"
+    );
+    // Earlier.
+    assert!(t.reset(start + ms(450)));
+    (&mut t).await.unwrap_or_else(|_| unreachable!());
+    let at = ran_at.lock().unwrap().unwrap();
+    assert!(at >= start + ms(499), "{:?}", at - start); // the earlier deadline had passed
+
+    // Into the past: starts at once.
+    let mut t = spawn_after(Duration::from_secs(60), async { Instant::now() });
+    let now = Instant::now();
+    assert!(t.reset(now - ms(5)));
+    assert_on_time((&mut t).await.unwrap(), now);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_keeps_the_task_pending_and_renewals_postpone_it() {
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let start = Instant::now();
+    let mut lease = timer.spawn_after(ms(30), async { Instant::now() });
+    for i in 1..=10 {
+        tokio::time::sleep_until(start + ms(10 * i)).await;
+        assert!(lease.reset(Instant::now() + ms(30)), "renewal {i}");
+        assert_eq!(timer.pending(), 1, "the renewal keeps its one slot");
+    }
+    let expired = (&mut lease).await.unwrap();
+    assert_on_time(expired, start + ms(130));
+    assert_eq!(timer.pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_is_false_once_the_task_started_was_cancelled_or_shut_down() {
+    let mut t = spawn_after(ms(1), async {});
+    (&mut t).await.unwrap();
+    assert!(!t.reset(Instant::now() + ms(10)));
+    assert_eq!(t.deadline(), Instant::now() + ms(10));
+
+    let mut t = spawn_after(ms(10), async {});
+    assert!(t.cancel());
+    assert!(!t.reset(Instant::now() + ms(10)));
+
+    let timer = Timer::builder().build().unwrap();
+    let mut t = timer.spawn_after(ms(10), async {});
+    timer.shutdown();
+    assert!(!t.reset(Instant::now() + ms(10)));
+    assert!(t.await.unwrap_err().is_shutdown());
+
+    // Due at once when spawned: nothing left to move.
+    let mut t = spawn_after(Duration::ZERO, async {});
+    assert!(!t.reset(Instant::now() + ms(10)));
+}

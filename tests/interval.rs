@@ -721,3 +721,67 @@ fn an_interval_on_a_plain_thread_goes_on_after_its_timer_shuts_down() {
     assert_eq!(second - first, Duration::from_millis(5));
     assert_eq!(third - second, Duration::from_millis(5));
 }
+
+/// An interval longer than a level-0 span (64 ticks: 100 ms and 1 s heartbeats on the 1 ms
+/// default tick) files its entry a level up at every tick, and that level is kept: whole
+/// ticks, driver included, allocate nothing once warm (checked in release builds, see
+/// `ticks_allocate_nothing`).
+#[tokio::test(start_paused = true)]
+async fn long_periods_allocate_nothing_per_tick() {
+    for period in [ms(100), ms(1000), ms(70_000)] {
+        let mut i = interval(period);
+        for _ in 0..5 {
+            i.tick().await; // warm-up
+        }
+        let before = allocations();
+        for _ in 0..50 {
+            i.tick().await;
+        }
+        let allocated = allocations() - before;
+        if !cfg!(debug_assertions) {
+            assert_eq!(allocated, 0, "allocations in 50 ticks of {period:?}");
+        }
+    }
+}
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// The interval's runtime shuts down (and its default timer with it): polled on another
+/// runtime, the interval goes on there, on that runtime's Tokio timer, keeping its period;
+/// outside any runtime it panics with a message saying so.
+#[test]
+fn after_its_runtime_is_gone_an_interval_ticks_on_the_current_runtime() {
+    let first = paused_runtime();
+    let mut i = first.block_on(async {
+        let mut i = interval(ms(10));
+        i.tick().await;
+        i.tick().await;
+        i
+    });
+    drop(first);
+    let second = paused_runtime();
+    second.block_on(async {
+        // (Each paused runtime has its own clock: the schedule carried over is in the past
+        // here, so the first ticks catch up at once, Burst.)
+        i.set_missed_tick_behavior(tokio_timing_wheel::MissedTickBehavior::Delay);
+        i.tick().await;
+        let start = Instant::now();
+        for _ in 0..3 {
+            i.tick().await;
+        }
+        assert_eq!(start.elapsed(), ms(30), "ticks neither spin nor stop");
+        assert!(format!("{i:?}").contains("tokio"));
+    });
+    drop(second);
+    let outside = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        common::block_on_plain_thread(i.tick());
+    }));
+    let msg = common::panic_message(&*outside.unwrap_err());
+    assert!(msg.contains("no Tokio runtime is current"), "{msg}");
+}

@@ -783,3 +783,26 @@ async fn re_polls_by_the_same_task_and_by_tasks_that_move_back_and_forth() {
     assert!(poll_with(&mut s, &w1).is_ready());
     assert!(s.is_elapsed());
 }
+
+#[tokio::test(start_paused = true)]
+async fn is_elapsed_is_false_until_polled_and_fired_as_in_tokio() {
+    // Due already, but never polled: not elapsed (Tokio answers the same).
+    let mut s = task::spawn(sleep_wheel_until(Instant::now()));
+    assert!(!s.is_elapsed());
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+    // A zero duration too.
+    let mut s = task::spawn(sleep_wheel(Duration::ZERO));
+    assert!(!s.is_elapsed());
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+    // Reset after completing: waits again, not elapsed until it fires.
+    Pin::new(&mut *s).reset(Instant::now() + Duration::from_millis(5));
+    assert!(!s.is_elapsed());
+    assert_pending!(s.poll());
+    assert!(!s.is_elapsed());
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(s.is_woken());
+    assert!(s.is_elapsed(), "fired, before the next poll");
+    assert_ready!(s.poll());
+}

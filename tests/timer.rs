@@ -172,3 +172,55 @@ fn a_blocked_worker_does_not_stall_the_other_workers_timers() {
         blocker.await.unwrap();
     });
 }
+
+/// `TimerMetrics::lateness`: on time in paused time (exact deadlines), and as late as the
+/// runtime held the timers up when it did; a window between two reads counts only what fired
+/// in it.
+#[tokio::test(start_paused = true)]
+async fn lateness_reports_how_late_fired_timers_were() {
+    let timer = Timer::builder().build().unwrap();
+    // Whole milliseconds: Tokio's own timer, which wakes the wheel, fires on a 1 ms grid.
+    for i in 1..=100 {
+        timer.sleep(ms(i % 7 + 1)).await;
+    }
+    let on_time = timer.metrics().lateness;
+    assert_eq!(on_time.count(), 100);
+    assert_eq!(
+        on_time.max(),
+        Duration::ZERO,
+        "paused time: exactly at the deadline"
+    );
+    assert_eq!(on_time.p99(), Duration::ZERO);
+    assert_eq!(on_time.later_than(Duration::from_micros(1)), 0);
+
+    // The runtime is held up: the clock jumps 50 ms while two sleeps (due at 10 and 30 ms)
+    // and a delayed task (due at 20 ms) wait.
+    let a = tokio::spawn(timer.sleep(Duration::from_millis(10)));
+    let b = tokio::spawn(timer.sleep(Duration::from_millis(30)));
+    let c = timer.spawn_after(Duration::from_millis(20), async {});
+    tokio::task::yield_now().await;
+    tokio::time::advance(Duration::from_millis(50)).await;
+    a.await.unwrap();
+    b.await.unwrap();
+    c.await.unwrap();
+
+    let window = timer.metrics().lateness.since(&on_time);
+    assert_eq!(window.count(), 3);
+    assert_eq!(
+        window.later_than(Duration::from_millis(16)),
+        3,
+        "{window:?}"
+    );
+    assert_eq!(
+        window.later_than(Duration::from_millis(32)),
+        1,
+        "{window:?}"
+    );
+    assert!(window.p50() >= Duration::from_millis(20) && window.p50() <= Duration::from_millis(33));
+    assert!(window.max() >= Duration::from_millis(40));
+    assert_eq!(
+        timer.metrics().lateness.max(),
+        Duration::from_millis(40),
+        "exact, all time"
+    );
+}

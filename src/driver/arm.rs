@@ -108,6 +108,15 @@ impl Arm {
         !std::mem::replace(&mut state.running, true)
     }
 
+    /// Runner side, unwinding: gives up the role, leaving pending work (and a pass, so that
+    /// what the interrupted one had not fired is fired) for the next request, which becomes
+    /// the runner.
+    pub(crate) fn abandon(&self) {
+        let mut state = lock(&self.state);
+        state.pending |= PASS | REARM;
+        state.running = false;
+    }
+
     /// Runner side: adds work for itself (the alarm turned out to be due already).
     pub(crate) fn add(&self, flags: u8) {
         lock(&self.state).pending |= flags;

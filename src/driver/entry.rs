@@ -289,6 +289,12 @@ impl Shard {
         self.driver.is_shutdown()
     }
 
+    /// Whether the timer's runtime has shut down (not just the timer): Tokio's timer there
+    /// refuses sleeps.
+    pub(crate) fn runtime_gone(&self) -> bool {
+        self.driver.runtime_gone()
+    }
+
     /// Whether the timer has a `max_pending` limit.
     pub(crate) fn is_bounded(&self) -> bool {
         self.driver.is_bounded()

@@ -32,7 +32,7 @@ use std::thread;
 
 use super::entry::{Outcome, TimerEntry};
 use super::shard::Shard;
-use super::Driver;
+use super::{Driver, FireReport};
 use crate::loom::{model, AtomicUsize};
 
 /// One hour in wheel time (nanoseconds): far enough that nothing fires during a model.
@@ -221,15 +221,26 @@ fn loom_reset_vs_fire() {
         let s = shard.clone();
         let resetter = thread::spawn(move || s.reschedule(key, 10));
         let mut wakers = Vec::new();
-        let fired_by_pass = shard.fire_due(10, &mut wakers).entries == 1;
+        let mut fired = FireReport::default();
+        shard.fire_due(10, &mut wakers, &mut fired);
+        let fired_by_pass = fired.entries == 1;
         let rescheduled = resetter.join().unwrap();
 
         if fired_by_pass {
             assert!(rescheduled, "only the earlier deadline is due at 10");
         }
-        let fired_later = shard.fire_due(50, &mut wakers).entries == 1;
+        let mut fired = FireReport::default();
+        shard.fire_due(50, &mut wakers, &mut fired);
+        let fired_later = fired.entries == 1;
         assert!(fired_by_pass ^ fired_later, "fires exactly once");
     });
+}
+
+/// The shard's step of a pass at wheel time `now`: how many entries it fired.
+fn fire(shard: &Shard, now: u64) -> usize {
+    let mut fired = FireReport::default();
+    shard.fire_due(now, &mut Vec::new(), &mut fired);
+    fired.entries
 }
 
 /// A waker that counts its wakes.
@@ -264,10 +275,7 @@ fn loom_repoll_vs_fire_loses_no_wakeup() {
         let mut entry = TimerEntry::new(shard.clone());
         entry.register_units(10, &waker);
 
-        let firer = thread::spawn(move || {
-            let mut wakers = Vec::new();
-            shard.fire_due(10, &mut wakers).entries
-        });
+        let firer = thread::spawn(move || fire(&shard, 10));
         let first = entry.poll(&waker, None);
         let fired = firer.join().unwrap();
 
@@ -298,8 +306,7 @@ fn loom_repoll_new_waker_vs_fire_loses_no_wakeup() {
         entry.register_units(10, &old);
 
         let firer = thread::spawn(move || {
-            let mut wakers = Vec::new();
-            shard.fire_due(10, &mut wakers);
+            fire(&shard, 10);
         });
         let first = entry.poll(&new, None);
         firer.join().unwrap();
@@ -322,10 +329,7 @@ fn loom_repoll_vs_early_pass_is_never_ready_early() {
         let mut entry = TimerEntry::new(shard.clone());
         entry.register_units(10, &waker);
 
-        let firer = thread::spawn(move || {
-            let mut wakers = Vec::new();
-            shard.fire_due(9, &mut wakers).entries
-        });
+        let firer = thread::spawn(move || fire(&shard, 9));
         assert_eq!(entry.poll(&waker, None), Outcome::Pending, "ready early");
         assert_eq!(firer.join().unwrap(), 0, "fired early");
         assert_eq!(entry.poll(&waker, None), Outcome::Pending, "ready early");

@@ -60,6 +60,7 @@ use self::arm::{Arm, PASS, REARM};
 use self::shard::Shard;
 use crate::clock::{self, Clock};
 use crate::error::TimerError;
+use crate::lateness::{LatenessCounters, PassLateness};
 use crate::loom::{lock, lock_std, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 
 /// The shared state of one timer: its clock, the alarm, the arming protocol, the shutdown
@@ -77,6 +78,11 @@ pub(crate) struct Driver {
     /// The wheel time when the timer shut down: a future whose deadline is at or before it
     /// elapsed; one whose deadline is later was cut short by the shutdown.
     shutdown_at: AtomicU64,
+    /// How late fired entries were, added to once per pass.
+    pub(crate) lateness: LatenessCounters,
+    /// The runtime shut down (or refused the alarm while shutting down): its time driver
+    /// must not be used again; see [`runtime_gone`](Self::runtime_gone).
+    runtime_gone: AtomicBool,
     /// `usize::MAX` means unlimited (and `reserved` is never touched).
     max_pending: usize,
     reserved: AtomicUsize,
@@ -125,6 +131,8 @@ pub(crate) const BATCH: usize = 1024;
 #[derive(Debug, Default)]
 pub(crate) struct FireReport {
     pub(crate) entries: usize,
+    /// How late the entries fired were.
+    pub(crate) lateness: PassLateness,
     pub(crate) cascades: u64,
     /// The shard's next expiration after the pass.
     pub(crate) next: Option<u64>,
@@ -152,6 +160,8 @@ impl Driver {
             shards: OnceLock::new(),
             shutdown: AtomicBool::new(false),
             shutdown_at: AtomicU64::new(u64::MAX),
+            runtime_gone: AtomicBool::new(false),
+            lateness: LatenessCounters::default(),
             max_pending,
             reserved: AtomicUsize::new(0),
             runtime_id: runtime.id(),
@@ -196,6 +206,18 @@ impl Driver {
                 Instant::now()
             }
         }
+    }
+
+    /// Whether the timer's runtime has shut down (not just the timer): Tokio's timer there
+    /// refuses sleeps, so what falls back on Tokio's timer must use another runtime's.
+    pub(crate) fn runtime_gone(&self) -> bool {
+        self.runtime_gone.load(SeqCst)
+    }
+
+    /// The runtime is shutting down: then the timer shuts down.
+    pub(crate) fn on_runtime_gone(&self) {
+        self.runtime_gone.store(true, SeqCst);
+        self.shutdown();
     }
 
     /// The width of a level-0 bucket.
@@ -266,6 +288,9 @@ impl Driver {
         if !self.arm.request(work) {
             return; // the runner will see it
         }
+        // Whatever unwinds out of the work (nothing should: user code is contained), the
+        // runner role is given up, so the timer is never left without one.
+        let runner = RunnerGuard(&self.arm);
         while let Some(work) = self.arm.next_work() {
             if self.is_shutdown() {
                 continue; // shutdown disarmed the alarm; nothing is left to fire
@@ -275,6 +300,8 @@ impl Driver {
             }
             self.rearm();
         }
+        // `next_work` gave the role up with its last answer.
+        std::mem::forget(runner);
     }
 
     /// Sets the alarm for the armed time. Runner only.
@@ -298,7 +325,7 @@ impl Driver {
             Set::Due => self.arm.add(PASS),
             // Tokio's runtime is going: resolve everything now (its sentinel task may not
             // have been dropped yet, with Tokio's alt timer).
-            Set::Refused => self.shutdown(),
+            Set::Refused => self.on_runtime_gone(),
         }
     }
 
@@ -314,14 +341,15 @@ impl Driver {
         // held, but a waker can only ask for work, never become the runner (see `kick`).
         let mut wakers = lock(&self.batch);
         for shard in self.shards() {
-            let fired = shard.fire_due(now, &mut wakers);
-            total.entries += fired.entries;
-            total.cascades += fired.cascades;
-            if let Some(h) = fired.next {
+            shard.fire_due(now, &mut wakers, &mut total);
+            if let Some(h) = total.next.take() {
                 next = Some(next.map_or(h, |n| n.min(h)));
             }
         }
         drop(wakers);
+        if total.entries > 0 {
+            self.lateness.add(&total.lateness);
+        }
         if total.entries > 0 || total.cascades > 0 {
             tracing::trace!(
                 fired = total.entries,
@@ -380,12 +408,75 @@ impl Driver {
     }
 }
 
+/// Gives up the runner role if the runner's work unwinds.
+struct RunnerGuard<'a>(&'a arm::Arm);
+
+impl Drop for RunnerGuard<'_> {
+    fn drop(&mut self) {
+        self.0.abandon();
+    }
+}
+
 /// Wakes and drops every waker, containing panics (user code must not take the pass down,
 /// nor unwind into Tokio's driver, which runs it).
 pub(crate) fn wake_all(wakers: &mut Vec<Waker>) {
     for w in wakers.drain(..) {
-        if catch_unwind(AssertUnwindSafe(|| w.wake())).is_err() {
+        if panicked(move || w.wake()) {
             tracing::error!("a waker panicked while the timer fired it; the timer carries on");
         }
+    }
+}
+
+/// Runs `f` (user code), containing a panic: returns whether it panicked. The panic's payload
+/// is user code too (its destructor may panic), so it is dropped inside a catch as well; a
+/// payload whose drop panicked in turn is leaked rather than dropped again.
+pub(crate) fn panicked(f: impl FnOnce()) -> bool {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(()) => false,
+        Err(payload) => {
+            if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+                std::mem::forget(again);
+            }
+            true
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Work that unwinds out of the runner (nothing in the crate should: user code is
+    /// contained) still gives up the runner role, and leaves a pass for the next runner: the
+    /// timer is never stuck with a runner that is gone.
+    #[test]
+    fn the_runner_role_is_given_up_when_its_work_unwinds() {
+        let arm = Arm::new();
+        assert!(arm.request(REARM), "first request: runner");
+        let unwound = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let _runner = RunnerGuard(&arm);
+            let _ = arm.next_work();
+            panic!("the runner's work unwinds (on purpose)");
+        }));
+        assert!(unwound.is_err());
+        assert!(arm.request(0), "the next request becomes the runner");
+        assert_eq!(
+            arm.next_work(),
+            Some(PASS | REARM),
+            "and makes up the lost pass"
+        );
+        assert_eq!(arm.next_work(), None);
+    }
+
+    #[test]
+    fn a_payload_that_panics_on_drop_is_contained() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("this payload panics when dropped (on purpose)");
+            }
+        }
+        assert!(panicked(|| std::panic::panic_any(Bomb)));
+        assert!(!panicked(|| {}));
     }
 }

@@ -55,7 +55,7 @@ impl Drop for Sentinel {
         // Dropped unfinished: the runtime is shutting down (or dropped the task at spawn).
         if let Some(driver) = self.driver.upgrade() {
             tracing::debug!("the timer's runtime is shutting down: shutting the timer down");
-            driver.shutdown();
+            driver.on_runtime_gone();
         }
     }
 }

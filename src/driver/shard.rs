@@ -222,10 +222,9 @@ impl Shard {
     }
 
     /// The shard's step of a firing pass: hands out everything due at `now`, a bounded batch
-    /// per lock hold (waking each batch after releasing the lock), and returns what it did
-    /// and the shard's next expiration.
-    pub(crate) fn fire_due(&self, now: u64, wakers: &mut Vec<Waker>) -> FireReport {
-        let mut fired = FireReport::default();
+    /// per lock hold (waking each batch after releasing the lock), and adds what it did to
+    /// `fired`, setting `fired.next` to the shard's next expiration.
+    pub(crate) fn fire_due(&self, now: u64, wakers: &mut Vec<Waker>, fired: &mut FireReport) {
         loop {
             let mut wheel = self.lock();
             // Published before any entry due at `now` leaves the wheel (see `fired_through`).
@@ -242,6 +241,7 @@ impl Shard {
                     Step::Fired(e) => {
                         // A parked (persistent) entry keeps its slot.
                         slots += usize::from(!e.parked);
+                        fired.lateness.record(e.deadline, now);
                         wakers.push(e.value);
                     }
                     Step::Done => break false,
@@ -263,7 +263,7 @@ impl Shard {
             self.driver.release(slots);
             wake_all(wakers);
             if !more {
-                return fired;
+                return;
             }
         }
     }

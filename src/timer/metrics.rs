@@ -1,5 +1,7 @@
 //! `TimerMetrics`: counters of a timer's internal work, for dashboards and tests.
 
+use crate::lateness::Lateness;
+
 /// A snapshot of a [`Timer`](crate::Timer)'s counters, summed over its shards.
 ///
 /// # Examples
@@ -33,4 +35,6 @@ pub struct TimerMetrics {
     pub heap_pushes: u64,
     /// The most levels any shard's wheel currently has.
     pub levels: usize,
+    /// How late fired timers were, since the timer was built (see [`Lateness`]).
+    pub lateness: Lateness,
 }

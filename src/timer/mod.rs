@@ -138,6 +138,7 @@ impl Timer {
     pub fn metrics(&self) -> TimerMetrics {
         let mut m = TimerMetrics {
             passes: self.driver().passes(),
+            lateness: self.driver().lateness.snapshot(),
             ..TimerMetrics::default()
         };
         for shard in self.shards.iter() {

@@ -4,7 +4,7 @@
 use super::entry::{DUE, NIL};
 use super::level::split;
 use super::persist::Persistence;
-use super::Wheel;
+use super::{Wheel, KEPT_LEVELS};
 
 impl<T, P: Persistence<T>> Wheel<T, P> {
     /// Drops heap items at the top whose bucket is stale or was emptied by removals, so the
@@ -83,11 +83,13 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     }
 
     /// Releases empty levels at the top: the wheel holds no more levels than its furthest
-    /// entry needs, once the bucket heap has let go of their buckets too. Level 0 stays (until
-    /// [`shrink_to_fit`](Self::shrink_to_fit)): a lone timer filed again and again (an interval,
-    /// a sleep in a loop) would otherwise allocate it anew each time.
+    /// entry needs, once the bucket heap has let go of their buckets too. The lowest
+    /// [`KEPT_LEVELS`] stay (until [`shrink_to_fit`](Self::shrink_to_fit)): a lone timer filed
+    /// again and again (an interval of 100 ms or 1 s, which needs level 1; a sleep in a loop;
+    /// a registration just after an idle spell, which lands a level up because the wheel's
+    /// time is that of its last pass) would otherwise allocate its level anew each time.
     pub(super) fn trim_levels(&mut self) {
-        while self.levels.len() > 1
+        while self.levels.len() > KEPT_LEVELS
             && self
                 .levels
                 .last()

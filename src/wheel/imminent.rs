@@ -33,6 +33,24 @@ impl Imminent {
         self.heap.peek().map(|r| r.0 .0)
     }
 
+    /// The earliest deadline on the list, exactly: stale items at the heap's top (entries
+    /// removed or moved since) are dropped first.
+    pub(super) fn live_min<T>(&mut self, entries: &Slab<Entry<T>>) -> Option<u64> {
+        if self.list.is_empty() {
+            return None;
+        }
+        while let Some(&Reverse((deadline, idx, generation))) = self.heap.peek() {
+            let live = entries.get(idx as usize).is_some_and(|e| {
+                e.generation == generation && e.bucket == IMMINENT && e.deadline == deadline
+            });
+            if live {
+                return Some(deadline);
+            }
+            self.heap.pop();
+        }
+        None
+    }
+
     /// Links entry `idx` (due at `deadline`); whether it is the new earliest (or `first`).
     pub(super) fn push<T>(&mut self, entries: &mut Slab<Entry<T>>, idx: u32, first: bool) -> bool {
         if self.list.is_empty() {

@@ -17,6 +17,14 @@ impl<T, P> Wheel<T, P> {
             assert!(d <= self.now, "due entry {d} after now {}", self.now)
         });
         linked += self.check_list(&self.imminent.list, IMMINENT, |d| {
+            if self.ordered_due {
+                // Past deadlines wait here too, handed out in deadline order.
+                assert!(
+                    self.geo.tick_of(d) <= self.now_tick,
+                    "imminent entry {d} in a later tick"
+                );
+                return;
+            }
             assert!(
                 d > self.now,
                 "imminent entry {d} already due at {}",

@@ -51,6 +51,11 @@ pub(crate) use self::persist::{OneShot, Persistence, Persistent};
 pub(crate) use self::step::{Expired, Full, Stats, Step};
 
 /// The slab is shrunk when the wheel empties and holds more than this many vacant slots.
+/// Levels kept, once allocated, when they empty: up to 64^3 ticks at the default geometry
+/// (about 4.4 minutes at 1 ms), the span of the common heartbeats and timeouts. A level of 64
+/// buckets is about 1.5 KB.
+const KEPT_LEVELS: usize = 3;
+
 const SHRINK_THRESHOLD: usize = 4096;
 
 /// A hierarchical timing wheel holding values of type `T`.
@@ -87,6 +92,10 @@ pub(crate) struct Wheel<T, P = OneShot> {
     persistence: PhantomData<fn() -> P>,
     /// Keep the slab's memory when the wheel empties (see [`keep_capacity`](Self::keep_capacity)).
     keep_capacity: bool,
+    /// Entries linked at or before the wheel's time wait in the imminent heap, handed out in
+    /// deadline order, rather than on the due list in the order they came (see
+    /// [`order_due`](Self::order_due)).
+    ordered_due: bool,
     stats: Stats,
 }
 
@@ -137,6 +146,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             first_entry: false,
             persistence: PhantomData,
             keep_capacity: false,
+            ordered_due: false,
             stats: Stats::default(),
         }
     }
@@ -145,6 +155,14 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// for an owner that manages capacity itself (`reserve`, `shrink_to_fit`).
     pub(crate) fn keep_capacity(&mut self) {
         self.keep_capacity = true;
+    }
+
+    /// Hands out entries filed at or before the wheel's time (inserted or rescheduled into the
+    /// past) in deadline order too, through the imminent heap (O(log n) each) rather than the
+    /// due list (O(1), in the order they came): for an owner whose clock reading lags (a
+    /// `DelayQueue`), so that every past deadline counts alike.
+    pub(crate) fn order_due(&mut self) {
+        self.ordered_due = true;
     }
 
     /// Makes room for at least `additional` more entries without reallocating.
@@ -391,6 +409,34 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         entries.into_iter().map(|(_, e)| e.value).collect()
     }
 
+    /// Moves every entry into a new slab exactly as large as needed, returning each entry's
+    /// old and new key. Deadlines, the wheel's time and the generation count are kept, so a
+    /// key handed out before never names a moved entry by accident. For wheels without
+    /// persistent entries (their parked state is not carried over).
+    pub(crate) fn compact(&mut self) -> Vec<(Key, Key)> {
+        let head = self.new_head;
+        let old = std::mem::replace(&mut self.entries, Slab::with_capacity(0));
+        self.unlink_all();
+        self.entries = Slab::with_capacity(old.len());
+        let mut moved = Vec::with_capacity(old.len());
+        for (idx, e) in old {
+            debug_assert!(
+                !e.persistent,
+                "compact: persistent entries are not supported"
+            );
+            let from = Key {
+                index: idx as u32,
+                generation: e.generation,
+            };
+            if let Ok(to) = self.insert_entry(e.deadline, e.value, false) {
+                moved.push((from, to));
+            }
+        }
+        // Work linked here was linked before too: nothing new to report.
+        self.new_head = head;
+        moved
+    }
+
     /// Removes (and drops) every entry, keeping the slab's memory and the wheel's time. Keys
     /// handed out before stay stale for good: generations keep counting.
     pub(crate) fn clear(&mut self) {
@@ -448,7 +494,6 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             index: idx,
             generation: entry.generation,
         };
-        #[cfg(test)]
         let deadline = entry.deadline;
         if entry.persistent {
             let value = P::take(&mut entry.value);
@@ -456,7 +501,6 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             self.parked_len += 1;
             return Expired {
                 key,
-                #[cfg(test)]
                 deadline,
                 value,
                 parked: true,
@@ -468,7 +512,6 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         }
         Expired {
             key,
-            #[cfg(test)]
             deadline,
             value: entry.value,
             parked: false,
@@ -479,15 +522,16 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     fn link(&mut self, idx: u32) {
         let deadline = self.entries[idx as usize].deadline;
         let first = std::mem::take(&mut self.first_entry);
-        if deadline <= self.now {
+        if deadline <= self.now && !self.ordered_due {
             self.due.push_back(&mut self.entries, idx, DUE);
             self.report(self.now);
             return;
         }
         let tick = self.geo.tick_of(deadline);
-        if tick == self.now_tick {
+        // `<`: only with `ordered_due`, for a deadline already passed.
+        if tick <= self.now_tick {
             if self.imminent.push(&mut self.entries, idx, first) {
-                self.report(deadline);
+                self.report(deadline.max(self.now));
             }
             return;
         }

@@ -48,6 +48,37 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         best.map(|(_, idx)| self.key_of(idx))
     }
 
+    /// The earliest deadline of the entries waiting (parked ones aside), exactly, or `None`
+    /// if none waits; the wheel's time if an entry is due. Unlike
+    /// [`next_expiration`](Self::next_expiration), which may name a bucket's start (a cascade,
+    /// or an entry re-filed lazily), this is when the first entry is due: for an owner whose
+    /// every wakeup reaches a task that must not be woken for nothing. Costs a look at every
+    /// bucket and a walk of those that start before the answer (each entry is walked again
+    /// only once its bucket has cascaded).
+    pub(crate) fn next_deadline(&mut self) -> Option<u64> {
+        if self.entries.len() == self.parked_len {
+            return None;
+        }
+        if !self.due.is_empty() || self.flushing.is_some() {
+            return Some(self.now);
+        }
+        let mut best = self.imminent.live_min(&self.entries).unwrap_or(u64::MAX);
+        for level in &self.levels {
+            for bucket in level.buckets.iter() {
+                if bucket.list.is_empty() || bucket.expiration >= best {
+                    continue;
+                }
+                let mut idx = bucket.list.head;
+                while idx != NIL {
+                    let e = &self.entries[idx as usize];
+                    best = best.min(e.deadline);
+                    idx = e.next;
+                }
+            }
+        }
+        Some(best)
+    }
+
     pub(super) fn key_of(&self, idx: u32) -> Key {
         Key {
             index: idx,

@@ -20,9 +20,8 @@ pub(crate) struct Stats {
 /// An entry handed out by [`Wheel::poll`](super::Wheel::poll).
 #[derive(Debug)]
 pub(crate) struct Expired<T> {
-    /// The entry's key, and its deadline (which only tests read).
+    /// The entry's key, and its deadline (for lateness figures, and tests).
     pub(crate) key: Key,
-    #[cfg(test)]
     pub(crate) deadline: u64,
     pub(crate) value: T,
     /// A persistent entry: `value` is a clone, and the entry stays in the wheel, parked.

@@ -86,8 +86,14 @@ fn overflow_level_is_created_once_and_reused() {
     assert_eq!(w.levels(), 3);
     w.assert_invariants();
     assert_eq!(drain(&mut w, 5000).len(), 4);
-    // Empty levels are released once time has moved on, except level 0, kept for reuse.
-    assert_eq!(w.levels(), 1);
+    // Empty levels are released once time has moved on, except the lowest three, kept for
+    // reuse: a timer filed again and again a level up (an interval longer than 64 ticks)
+    // allocates nothing. Above them, an emptied level goes.
+    assert_eq!(w.levels(), 3);
+    w.insert(5000 + (1 << 25), 5).unwrap();
+    assert_eq!(w.levels(), 5);
+    assert_eq!(drain(&mut w, 5000 + (1 << 25)).len(), 1);
+    assert_eq!(w.levels(), 3);
     w.shrink_to_fit();
     assert_eq!(w.levels(), 0, "given back on demand");
 }
@@ -802,4 +808,23 @@ fn keep_capacity_holds_the_slab_when_the_wheel_empties() {
     assert_eq!(w.capacity(), cap, "kept although empty");
     w.shrink_to_fit();
     assert!(w.capacity() < cap, "given back on demand");
+}
+
+/// A timer filed again and again more than 64 ticks ahead (a 100-tick interval), and one
+/// filed a tick ahead after an idle spell that left the wheel's time behind, allocate no level
+/// anew each time.
+#[test]
+fn a_timer_refiled_a_level_up_reuses_its_level() {
+    let mut w = Wheel::new(64);
+    let mut now = 0;
+    for _ in 0..100 {
+        let before = w.capacity();
+        let k = w.insert(now + 100, 1).unwrap();
+        assert_eq!(w.levels(), 2);
+        now += 100;
+        assert_eq!(drain(&mut w, now).len(), 1);
+        assert!(!w.contains(k));
+        assert_eq!(w.levels(), 2, "level 1 is kept for the next period");
+        assert_eq!(w.capacity(), before.max(w.capacity()));
+    }
 }

@@ -380,3 +380,54 @@ fn a_waker_dropped_on_re_poll_may_use_the_timer() {
         assert_eq!(timer.pending(), 1);
     });
 }
+
+/// A panic payload whose destructor panics too.
+struct PayloadThatPanicsOnDrop;
+
+impl Drop for PayloadThatPanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("this panic payload panics when dropped (on purpose)");
+    }
+}
+
+/// A waker that panics, when woken, with a payload that panics when dropped.
+struct DoublePanickingWaker(AtomicUsize);
+
+impl Wake for DoublePanickingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+        std::panic::panic_any(PayloadThatPanicsOnDrop);
+    }
+}
+
+/// The payload is dropped inside the timer's catch too: nothing unwinds through Tokio's time
+/// driver (which would take `block_on` down and leave the runtime without its driver), and the
+/// timer keeps firing afterwards, on this runtime and the next `block_on`.
+#[test]
+fn a_waker_whose_panic_payload_panics_on_drop_is_contained() {
+    quiet_intended_panics();
+    with_watchdog(Duration::from_secs(60), || {
+        let rt = paused_current_thread();
+        let bad = Arc::new(DoublePanickingWaker(AtomicUsize::new(0)));
+        let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+        let mut sleep = {
+            let _runtime = rt.enter();
+            timer.sleep(ms(10))
+        };
+        rt.block_on(async {
+            assert!(poll_with(&mut sleep, &Waker::from(bad.clone())).is_pending());
+            tokio::time::sleep(ms(20)).await;
+            settle().await;
+        });
+        assert_eq!(bad.0.load(SeqCst), 1, "the waker was woken once");
+        assert!(sleep.is_elapsed());
+        // Tokio's driver and the timer's runner both survived: later sleeps fire.
+        rt.block_on(async {
+            let start = Instant::now();
+            timer.sleep(ms(10)).await;
+            assert!(start.elapsed() >= ms(10));
+            tokio::time::sleep(ms(1)).await;
+            assert!(!timer.is_shutdown());
+        });
+    });
+}

@@ -1,0 +1,65 @@
+//! A mirror of `tokio::time` on the wheel: change `use tokio::time::{...}` into
+//! `use tokio_timing_wheel::time::{...}` and the code keeps compiling and behaving the same.
+//!
+//! Every name here is the crate's own type or function under Tokio's name: [`sleep`] is
+//! [`sleep_wheel`](crate::sleep_wheel), [`Sleep`], [`Timeout`], [`Interval`] and
+//! [`MissedTickBehavior`] are the crate's. [`Instant`] and [`Duration`] are Tokio's and std's
+//! (so paused Tokio time drives the wheel). [`error::Elapsed`] is the crate's
+//! [`Elapsed`](crate::Elapsed): it is not Tokio's type, but converts where Tokio's does.
+//!
+//! Testing helpers (`pause`, `resume`, `advance`) are not mirrored: they belong to Tokio's
+//! clock, which the wheel follows; keep calling them from `tokio::time`.
+//!
+//! # Migration
+//!
+//! | tokio / tokio-util / hyper-util / tower | here | difference |
+//! |---|---|---|
+//! | `tokio::time::sleep`, `sleep_until` | [`time::sleep`](sleep), [`time::sleep_until`](sleep_until) (also [`sleep_wheel`](crate::sleep_wheel)) | deadlines exact to the nanosecond; Tokio rounds them up to its 1 ms tick |
+//! | `tokio::time::Sleep` | [`time::Sleep`](Sleep) | `Unpin` (no `Box::pin` needed); a later [`reset`](Sleep::reset) costs one comparison and is re-filed lazily (one extra wakeup of the task when the old deadline passes); completes early with [`is_shutdown`](Sleep::is_shutdown) if its timer shuts down |
+//! | `tokio::time::timeout`, `timeout_at`, `Timeout` | [`time::timeout`](timeout), [`time::timeout_at`](timeout_at), [`time::Timeout`](Timeout) | inner future polled first, timer registered on the first `Pending` (as Tokio) |
+//! | `tokio::time::error::Elapsed` | [`time::error::Elapsed`](error::Elapsed) | another type: `Into<std::io::Error>` (`TimedOut`), `Error + Send + Sync`, [`is_shutdown`](crate::Elapsed::is_shutdown) |
+//! | `tokio::time::interval`, `interval_at`, `Interval`, `MissedTickBehavior` | same names here | one wheel entry for the interval's life; [`Interval::set_period`] added |
+//! | `tokio::time::Instant`, `Duration` | re-exported | the same types |
+//! | `tokio_util::time::DelayQueue` | [`DelayQueue`](crate::DelayQueue) | exact deadlines (tokio-util rounds to 1 ms); no panic past 2^36 ms; no allocation per expiry; every past deadline counts as due, and due items come out in deadline order |
+//! | `tokio::spawn` after `tokio::time::sleep` | [`spawn_after`](crate::spawn_after), [`spawn_at`](crate::spawn_at) | the future waits in the wheel, not as a task; cancellable exactly once; [`DelayedTask::reset`](crate::DelayedTask::reset) moves it |
+//! | `hyper_util::rt::TokioTimer` | `tokio_timing_wheel::hyper::HyperTimer` (feature `hyper`) | sleeps on the wheel, reset in place |
+//! | `tower::timeout::{TimeoutLayer, Timeout}` | `tokio_timing_wheel::tower::{TimeoutLayer, Timeout}` (feature `tower`) | its error is tower's own `Elapsed`, boxed |
+//!
+//! Costs: registering and cancelling take a per-thread shard's lock, not one lock for the
+//! whole runtime; a timer cancelled (dropped) on another thread than the one that registered
+//! it takes that thread's shard lock, a cache-line transfer Tokio's per-worker timer avoids.
+//!
+//! **The one behavioural difference: exact deadlines.** Tokio rounds every deadline up to its
+//! 1 ms tick; the wheel keeps it to the nanosecond. So where a deadline falls between two of
+//! Tokio's ticks (for example, time paused with `tokio::time::pause()` in the middle of a
+//! millisecond, then `sleep(10ms)`), a timer here may complete up to one tick earlier than
+//! Tokio's would, at its exact deadline. It never completes before its deadline.
+//!
+//! # Examples
+//!
+//! ```
+//! // Was: use tokio::time::{sleep, timeout, Duration, Instant};
+//! use tokio_timing_wheel::time::{sleep, timeout, Duration, Instant};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let start = Instant::now();
+//! sleep(Duration::from_millis(10)).await;
+//! assert_eq!(start.elapsed(), Duration::from_millis(10));
+//! let r = timeout(Duration::from_millis(5), std::future::pending::<()>()).await;
+//! let err: tokio_timing_wheel::time::error::Elapsed = r.unwrap_err();
+//! assert_eq!(std::io::Error::from(err).kind(), std::io::ErrorKind::TimedOut);
+//! # }
+//! ```
+
+pub use std::time::Duration;
+pub use tokio::time::Instant;
+
+pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
+pub use crate::sleep::{sleep_wheel as sleep, sleep_wheel_until as sleep_until, Sleep};
+pub use crate::timeout::{timeout, timeout_at, Timeout};
+
+/// The error of a timeout, as `tokio::time::error`.
+pub mod error {
+    pub use crate::error::Elapsed;
+}
