@@ -63,8 +63,13 @@ pub(crate) enum Outcome {
 }
 
 /// One registration in a shard's wheel, as Tokio's `TimerEntry`: the state a one-shot future
-/// embeds (its shard; once registered, its key, the deadline filed, and the identity of the
-/// waker the wheel holds), with registration, re-poll, reschedule, and cancellation on drop.
+/// embeds (its shard; once registered, its key, the wheel time of the deadline filed, and the
+/// identity of the waker the wheel holds), with registration, re-poll, reschedule, and
+/// cancellation on drop. `Sleep` embeds one (and so do `Timeout`, the hyper timer's sleeps,
+/// `IdleTimeout` and `DelayQueue`'s wakeup, through it). `Interval` keeps a persistent entry
+/// that parks when it fires, and already re-polls without a lock by comparing its task's waker
+/// with a clone it keeps; a `DelayedTask`'s entry is never re-polled, and its handle must not
+/// cancel on drop: both keep their keys.
 ///
 /// A re-poll that finds the entry not yet due and the waker unchanged takes no lock and
 /// touches no reference count (see [`poll`](Self::poll)).
