@@ -252,14 +252,8 @@ async fn main() -> std::io::Result<()> {
                 println!("self-test passed");
                 Ok(())
             }
-            Ok(()) => Err(std::io::Error::new(
-                std::io::ErrorKind::Other,
-                "graceful shutdown failed",
-            )),
-            Err(what) => Err(std::io::Error::new(
-                std::io::ErrorKind::Other,
-                format!("self-test failed: {what}"),
-            )),
+            Ok(()) => Err(std::io::Error::other("graceful shutdown failed")),
+            Err(what) => Err(std::io::Error::other(format!("self-test failed: {what}"))),
         }
     } else {
         let seconds: u64 = args

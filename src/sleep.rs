@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use futures::task::noop_waker;
+use futures::task::noop_waker_ref;
 use tokio::time::Instant;
 
 use crate::clock::deadline_after;
+use crate::driver::entry::{Outcome, TimerEntry};
 use crate::driver::shard::Shard;
 use crate::error::TimerError;
 use crate::timer::Timer;
-use crate::wheel::Key;
 
 /// Waits until `duration` has elapsed, on the current runtime's default timer.
 ///
@@ -94,10 +94,10 @@ enum State {
     Idle {
         check_clock: bool,
     },
-    /// In the wheel for deadline `at` (earlier than `deadline` after a lazy reset).
+    /// In the wheel. `moved`: a lazy reset moved `deadline` later than the entry's (which
+    /// otherwise is `deadline`).
     Registered {
-        key: Key,
-        at: Instant,
+        moved: bool,
     },
     Elapsed,
     /// The timer shut down before the deadline.
@@ -108,14 +108,15 @@ enum State {
 /// or [`Timer::sleep`](crate::Timer::sleep).
 ///
 /// The timer is registered on the first poll, not at creation, and removed from the wheel when
-/// the `Sleep` is dropped. A `Sleep` is much smaller than Tokio's (see the README) and `Unpin`.
+/// the `Sleep` is dropped. A `Sleep` is smaller than Tokio's and `Unpin`. Polled again by the
+/// same task while it waits, it takes no lock and touches no reference count.
 ///
 /// If the timer shuts down (see [`Timer::shutdown`](crate::Timer::shutdown)) before the
 /// deadline, the `Sleep` completes early rather than never; [`is_shutdown`](Sleep::is_shutdown)
 /// then returns true. A deadline reached before the shutdown counts as elapsed.
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Sleep {
-    shard: Arc<Shard>,
+    entry: TimerEntry,
     deadline: Instant,
     state: State,
 }
@@ -140,7 +141,7 @@ impl Sleep {
     /// A sleep until `deadline`, which may already have passed.
     pub(crate) fn new(shard: Arc<Shard>, deadline: Instant) -> Sleep {
         Sleep {
-            shard,
+            entry: TimerEntry::new(shard),
             deadline,
             state: State::Idle { check_clock: true },
         }
@@ -155,7 +156,7 @@ impl Sleep {
         };
         let deadline = deadline_after(shard.now(), duration);
         Sleep {
-            shard,
+            entry: TimerEntry::new(shard),
             deadline,
             state,
         }
@@ -176,25 +177,26 @@ impl Sleep {
 
     /// Registers for the deadline with a placeholder waker (replaced on the next poll), unless
     /// it has passed: the state to be in.
-    fn register_now(&self) -> Result<State, TimerError> {
+    fn register_now(&mut self) -> Result<State, TimerError> {
         // The clock first: a deadline passed counts as elapsed even on a shut-down timer.
-        if self.deadline <= self.shard.now() {
+        if self.deadline <= self.shard().now() {
             return Ok(State::Elapsed);
         }
         Ok(
-            match self.shard.register_at(self.deadline, false, noop_waker)? {
-                Some(key) => State::Registered {
-                    key,
-                    at: self.deadline,
-                },
-                None => State::Elapsed,
+            match self
+                .entry
+                .register(self.deadline, false, noop_waker_ref())?
+            {
+                Outcome::Pending => State::Registered { moved: false },
+                Outcome::Due | Outcome::Moved => State::Elapsed,
+                Outcome::Shutdown => return Err(TimerError::Shutdown),
             },
         )
     }
 
     /// The shard of this `Sleep`'s timer.
     pub(crate) fn shard(&self) -> &Arc<Shard> {
-        &self.shard
+        self.entry.shard()
     }
 
     /// The instant at which this `Sleep` completes.
@@ -222,26 +224,21 @@ impl Sleep {
     /// # }
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        let shard = &self.shard;
+        let shard = self.shard();
         match self.state {
             State::Elapsed | State::Shutdown => true,
             State::Idle { .. } => false,
-            State::Registered { key, at } => {
-                !shard.contains(key) && (shard.is_shutdown() || !self.moved_later(at))
+            State::Registered { moved } => {
+                !self.entry.is_pending()
+                    && (shard.is_shutdown() || !(moved && self.entry.filed_before(self.deadline)))
             }
         }
     }
 
-    /// Whether the deadline was moved past the wheel time of the registration for `at` (a lazy
-    /// reset), so that registration firing does not complete this `Sleep`.
-    fn moved_later(&self, at: Instant) -> bool {
-        self.shard.later_in_wheel_time(self.deadline, at)
-    }
-
     /// Removes the timer from the wheel, if registered (the owner no longer needs it).
     pub(crate) fn disarm(&mut self) {
-        if let State::Registered { key, .. } = self.state {
-            self.shard.cancel(key);
+        if let State::Registered { .. } = self.state {
+            self.entry.cancel();
             self.state = State::Idle { check_clock: true };
         }
     }
@@ -319,20 +316,26 @@ impl Sleep {
     }
 
     fn reset_inner(&mut self, deadline: Instant) -> Result<(), TimerError> {
-        self.deadline = deadline;
-        let bounded = self.shard.is_bounded();
+        let old = std::mem::replace(&mut self.deadline, deadline);
+        let bounded = self.shard().is_bounded();
         match self.state {
-            // Later, without a limit: nothing to do now (one comparison); re-filed when the
-            // entry fires.
-            State::Registered { at, .. } if deadline >= at && !bounded => Ok(()),
-            State::Registered { key, .. } => {
-                if deadline <= self.shard.now() {
-                    self.shard.cancel(key);
+            State::Registered { moved } => {
+                // Later, without a limit: nothing to do now (one comparison, as the entry is
+                // filed at or before the old deadline); re-filed when the entry fires.
+                if !bounded && (deadline >= old || moved && self.entry.filed_at_or_before(deadline))
+                {
+                    self.state = State::Registered {
+                        moved: moved || deadline > old,
+                    };
+                    return Ok(());
+                }
+                if deadline <= self.shard().now() {
+                    self.entry.cancel();
                     self.state = State::Elapsed;
                     return Ok(());
                 }
-                if self.shard.reschedule_at(key, deadline) {
-                    self.state = State::Registered { key, at: deadline };
+                if self.entry.reschedule(deadline) {
+                    self.state = State::Registered { moved: false };
                     return Ok(());
                 }
                 // Fired meanwhile (its slot went with it).
@@ -350,7 +353,7 @@ impl Sleep {
     /// On a bounded timer, takes a slot for an idle `Sleep` now, so a reset never turns into a
     /// panic later because the slot was taken meanwhile.
     fn rearm_bounded(&mut self) -> Result<(), TimerError> {
-        if !self.shard.is_bounded() {
+        if !self.shard().is_bounded() {
             return Ok(());
         }
         match self.register_now() {
@@ -366,7 +369,7 @@ impl Sleep {
     /// The timer is shut down and this `Sleep` is not in the wheel: it elapsed if its deadline
     /// had been reached when the timer shut down, else the shutdown cut it short.
     fn finish_after_shutdown(&mut self) -> Poll<()> {
-        self.state = if self.shard.elapsed_before_shutdown(self.deadline) {
+        self.state = if self.shard().elapsed_before_shutdown(self.deadline) {
             State::Elapsed
         } else {
             State::Shutdown
@@ -376,24 +379,18 @@ impl Sleep {
 
     /// Registers (or re-registers) for `self.deadline`; `Ready` if there is nothing to wait for.
     fn register(&mut self, cx: &mut Context<'_>, check_clock: bool) -> Poll<()> {
-        match self
-            .shard
-            .register_at(self.deadline, check_clock, || cx.waker().clone())
-        {
-            Ok(Some(key)) => {
-                self.state = State::Registered {
-                    key,
-                    at: self.deadline,
-                };
+        match self.entry.register(self.deadline, check_clock, cx.waker()) {
+            Ok(Outcome::Pending) => {
+                self.state = State::Registered { moved: false };
                 Poll::Pending
             }
             // Due already (by the clock, or the wheel's time is past the deadline).
-            Ok(None) => {
+            Ok(Outcome::Due | Outcome::Moved) => {
                 self.state = State::Elapsed;
                 Poll::Ready(())
             }
-            Err(TimerError::Shutdown) => self.finish_after_shutdown(),
-            Err(e @ TimerError::Full { .. }) => panic!(
+            Ok(Outcome::Shutdown) => self.finish_after_shutdown(),
+            Err(e) => panic!(
                 "tokio-timing-wheel: {e}; use the Timer's try_* methods to handle a full timer"
             ),
         }
@@ -418,33 +415,22 @@ impl Future for Sleep {
 
 impl Sleep {
     fn poll_inner(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self;
-        match this.state {
+        match self.state {
             State::Elapsed | State::Shutdown => Poll::Ready(()),
-            State::Idle { check_clock } => this.register(cx, check_clock),
-            State::Registered { key, at } => {
-                if this.shard.refresh(key, cx.waker()) {
-                    return Poll::Pending;
-                }
-                // Fired, or drained by shutdown.
-                if this.shard.is_shutdown() {
-                    return this.finish_after_shutdown();
-                }
-                if this.moved_later(at) {
+            State::Idle { check_clock } => self.register(cx, check_clock),
+            State::Registered { moved } => {
+                let moved_to = moved.then_some(self.deadline);
+                match self.entry.poll(cx.waker(), moved_to) {
+                    Outcome::Pending => Poll::Pending,
+                    Outcome::Shutdown => self.finish_after_shutdown(),
                     // The deadline moved later after registration: wait again.
-                    return this.register(cx, true);
+                    Outcome::Moved => self.register(cx, true),
+                    Outcome::Due => {
+                        self.state = State::Elapsed;
+                        Poll::Ready(())
+                    }
                 }
-                this.state = State::Elapsed;
-                Poll::Ready(())
             }
-        }
-    }
-}
-
-impl Drop for Sleep {
-    fn drop(&mut self) {
-        if let State::Registered { key, .. } = self.state {
-            self.shard.cancel(key);
         }
     }
 }

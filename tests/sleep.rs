@@ -744,6 +744,46 @@ async fn a_loop_of_zero_sleeps_yields_to_other_tasks_like_tokios() {
     );
 }
 
+/// A `Sleep` carries what a lock-free re-poll needs (the registered deadline in wheel time and
+/// the identity of the waker the wheel holds) and stays within the size of Tokio's.
+#[test]
+fn a_sleep_is_no_larger_than_tokios() {
+    let ours = std::mem::size_of::<Sleep>();
+    let tokios = std::mem::size_of::<tokio::time::Sleep>();
+    println!("Sleep is {ours} B, Tokio's {tokios} B");
+    assert!(ours <= tokios, "Sleep is {ours} B, Tokio's {tokios} B");
+}
+
+/// The re-poll without a lock: any number of polls by the same task neither fires the sleep
+/// early nor loses its wakeup, and a task that moves away and back is the one woken.
+#[tokio::test(start_paused = true)]
+async fn re_polls_by_the_same_task_and_by_tasks_that_move_back_and_forth() {
+    let first = Arc::new(CountingWaker::default());
+    let second = Arc::new(CountingWaker::default());
+    let (w1, w2) = (Waker::from(first.clone()), Waker::from(second.clone()));
+    let mut s = sleep_wheel(Duration::from_millis(30));
+    for _ in 0..100 {
+        assert!(poll_with(&mut s, &w1).is_pending());
+    }
+    step_for(Duration::from_millis(10), SHORT_SETTLE_YIELDS).await;
+    assert!(poll_with(&mut s, &w2).is_pending());
+    assert!(poll_with(&mut s, &w1).is_pending()); // back to the first task
+    for _ in 0..100 {
+        assert!(poll_with(&mut s, &w1).is_pending());
+    }
+    step_for(Duration::from_millis(19), SHORT_SETTLE_YIELDS).await;
+    assert!(poll_with(&mut s, &w1).is_pending(), "ready early");
+    assert_eq!((first.count(), second.count()), (0, 0), "woken early");
+    step_for(MS, SHORT_SETTLE_YIELDS).await;
+    assert_eq!(
+        (first.count(), second.count()),
+        (1, 0),
+        "the wrong task woken"
+    );
+    assert!(poll_with(&mut s, &w1).is_ready());
+    assert!(s.is_elapsed());
+}
+
 #[tokio::test(start_paused = true)]
 async fn is_elapsed_is_false_until_polled_and_fired_as_in_tokio() {
     // Due already, but never polled: not elapsed (Tokio answers the same).

@@ -1,11 +1,13 @@
 //! The driver as the futures see it: deadlines as `tokio::time::Instant`s, read on the timer's
-//! own clock, and one registration path (shut down? already due? file it) for every future.
+//! own clock, one registration path (shut down? already due? file it) for every future, and
+//! [`TimerEntry`], the registered state a one-shot future embeds.
 //!
-//! The futures (`Sleep`, `DelayedTask`, `Interval`, `DelayQueue`'s sleep) keep their own
-//! state and call these methods on the shard they registered into; nothing outside `driver/`
-//! touches the clock, the runtime or the wheel's units.
+//! Nothing outside `driver/` touches the clock, the runtime or the wheel's units.
 
-use std::task::Waker;
+use std::fmt;
+use std::sync::atomic::Ordering::Acquire;
+use std::sync::Arc;
+use std::task::{RawWakerVTable, Waker};
 
 use tokio::runtime::Handle;
 use tokio::time::Instant;
@@ -13,6 +15,273 @@ use tokio::time::Instant;
 use super::shard::Shard;
 use crate::error::TimerError;
 use crate::wheel::Key;
+
+/// What a waker is, as [`Waker::will_wake`] compares it: its data pointer and its vtable.
+///
+/// Kept by a registered [`TimerEntry`] for the waker its wheel entry holds, so that a re-poll
+/// with the same waker needs neither the shard's lock nor a reference count. Only compared,
+/// never turned back into a pointer.
+#[derive(Clone, Copy)]
+pub(crate) struct WakerId {
+    data: usize,
+    vtable: &'static RawWakerVTable,
+}
+
+impl WakerId {
+    pub(crate) fn of(waker: &Waker) -> WakerId {
+        WakerId {
+            data: waker.data() as usize,
+            vtable: waker.vtable(),
+        }
+    }
+
+    /// Whether `waker` is the waker this identity was taken from (`will_wake`'s test).
+    fn is(&self, waker: &Waker) -> bool {
+        self.data == waker.data() as usize && std::ptr::eq(self.vtable, waker.vtable())
+    }
+}
+
+impl fmt::Debug for WakerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WakerId").finish_non_exhaustive()
+    }
+}
+
+/// Where a registration stands, as its owner sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// In the wheel, not due yet; the last waker polled with will be woken.
+    Pending,
+    /// The deadline has been reached (the entry fired, or it was already due when filed). The
+    /// entry is out of the wheel and its slot is free.
+    Due,
+    /// The timer shut down: the entry was drained (or refused) and its slot is free.
+    Shutdown,
+    /// The entry fired, but the owner's deadline had moved later (a lazy reset): it is out of
+    /// the wheel, to be registered again.
+    Moved,
+}
+
+/// One registration in a shard's wheel, as Tokio's `TimerEntry`: the state a one-shot future
+/// embeds (its shard; once registered, its key, the wheel time of the deadline filed, and the
+/// identity of the waker the wheel holds), with registration, re-poll, reschedule, and
+/// cancellation on drop. `Sleep` embeds one (and so do `Timeout`, the hyper timer's sleeps,
+/// `IdleTimeout` and `DelayQueue`'s wakeup, through it). `Interval` keeps a persistent entry
+/// that parks when it fires, and already re-polls without a lock by comparing its task's waker
+/// with a clone it keeps; a `DelayedTask`'s entry is never re-polled, and its handle must not
+/// cancel on drop: both keep their keys.
+///
+/// A re-poll that finds the entry not yet due and the waker unchanged takes no lock and
+/// touches no reference count (see [`poll`](Self::poll)).
+pub(crate) struct TimerEntry {
+    shard: Arc<Shard>,
+    registered: Option<Registered>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Registered {
+    key: Key,
+    /// The wheel time of the deadline filed.
+    units: u64,
+    /// The waker the wheel entry holds (it may have moved out of the wheel if it fired).
+    waker: WakerId,
+}
+
+impl fmt::Debug for TimerEntry {
+    /// Bounded and lock-free: never the wheel's contents.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerEntry")
+            .field("registered", &self.registered.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TimerEntry {
+    /// An entry of `shard`, not registered.
+    pub(crate) fn new(shard: Arc<Shard>) -> TimerEntry {
+        TimerEntry {
+            shard,
+            registered: None,
+        }
+    }
+
+    pub(crate) fn shard(&self) -> &Arc<Shard> {
+        &self.shard
+    }
+
+    /// Whether `deadline` is later, in wheel time, than the deadline the entry is filed for
+    /// (so its firing does not mean `deadline` has come). `false` if not registered.
+    pub(crate) fn filed_before(&self, deadline: Instant) -> bool {
+        self.registered
+            .is_some_and(|r| self.shard.driver.clock.deadline_to_units(deadline) > r.units)
+    }
+
+    /// Whether `deadline` is at or after, in wheel time, the deadline the entry is filed for.
+    /// `false` if not registered.
+    pub(crate) fn filed_at_or_before(&self, deadline: Instant) -> bool {
+        self.registered
+            .is_some_and(|r| self.shard.driver.clock.deadline_to_units(deadline) >= r.units)
+    }
+
+    /// Files the entry for `deadline`, to wake `waker` (a clone of it): `Pending` if filed,
+    /// `Due` if the deadline has been reached already (with `check_clock`, by the clock; else
+    /// by the wheel's time), `Shutdown` if the timer shut down. The entry must not be
+    /// registered already.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::Full`] when no slot is free.
+    #[inline]
+    pub(crate) fn register(
+        &mut self,
+        deadline: Instant,
+        check_clock: bool,
+        waker: &Waker,
+    ) -> Result<Outcome, TimerError> {
+        debug_assert!(self.registered.is_none(), "registered twice");
+        let driver = &self.shard.driver;
+        if driver.is_shutdown() {
+            return Ok(Outcome::Shutdown);
+        }
+        if check_clock && deadline <= driver.now() {
+            return Ok(Outcome::Due);
+        }
+        let units = driver.clock.deadline_to_units(deadline);
+        let waker = waker.clone();
+        let id = WakerId::of(&waker);
+        match self.shard.register(units, waker) {
+            Ok(Some(key)) => {
+                self.registered = Some(Registered {
+                    key,
+                    units,
+                    waker: id,
+                });
+                Ok(Outcome::Pending)
+            }
+            Ok(None) => Ok(Outcome::Due),
+            Err(TimerError::Shutdown) => Ok(Outcome::Shutdown),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Polls a registered entry with `waker`: `Pending` (and `waker` is the one that will be
+    /// woken), `Due`, or `Shutdown` (then the entry is no longer registered). Not registered:
+    /// `Due`. With `moved_to` (the owner's deadline after a lazy reset to a later one), an
+    /// entry that fired for an earlier wheel time answers `Moved`: register again.
+    ///
+    /// The common re-poll, not due and the same waker, reads two atomics and takes no lock.
+    #[inline]
+    pub(crate) fn poll(&mut self, waker: &Waker, moved_to: Option<Instant>) -> Outcome {
+        let Some(reg) = self.registered.as_mut() else {
+            return Outcome::Due;
+        };
+        let shard = &self.shard;
+        // Why this is sound (no lost wakeup, never ready early, no identity reused):
+        // - `fired_through` is stored (Release, under the shard's lock) before a pass takes
+        //   any entry due at it out of the wheel, and only the entry's own owner (this
+        //   `TimerEntry`, through `&mut self`) ever replaces its waker or removes it otherwise,
+        //   except a shutdown, which sets its flag before draining. So while `units` is after
+        //   the value read here and no shutdown is seen, the wheel either still holds the
+        //   waker identified by `reg.waker`, or a pass (or the shutdown) took it after the
+        //   values read here were published and will wake it after that.
+        // - `reg.waker.is(waker)` is `will_wake` against that waker: waking it wakes the task
+        //   polling now, and a wake makes the task poll again after it, when the (Acquire)
+        //   loads see the pass's store (or the shutdown flag) and answer `Due`
+        //   (`Shutdown`). So `Pending` never loses the wakeup.
+        // - The identity cannot be a recycled one: the waker it was taken from is owned by
+        //   the wheel entry until a pass or a shutdown moves it out to wake and drop it, and
+        //   only after publishing `fired_through`/the flag. A different waker can get the same
+        //   data pointer only once that memory is freed and reallocated, which the allocator
+        //   orders after the free, after the publication: a poll with such a waker reads the
+        //   new `fired_through` (or the flag) and does not take the fast path.
+        // - `Due` only when a pass's time, read from the clock, reached `units`: never early.
+        let waiting = reg.units > shard.fired_through.load(Acquire) && !shard.driver.is_shutdown();
+        if waiting && reg.waker.is(waker) {
+            return Outcome::Pending;
+        }
+        self.poll_locked(waiting, waker, moved_to)
+    }
+
+    /// The rest of [`poll`](Self::poll), under the shard's lock: a new waker to swap in while
+    /// `waiting`, else the entry to take out.
+    #[cold]
+    #[inline(never)]
+    fn poll_locked(&mut self, waiting: bool, waker: &Waker, moved_to: Option<Instant>) -> Outcome {
+        let Some(reg) = self.registered.as_mut() else {
+            return Outcome::Due;
+        };
+        if waiting {
+            // Another task (or a waker that clones differently): swap it in under the lock.
+            if let Some(id) = self.shard.refresh(reg.key, waker) {
+                reg.waker = id;
+                return Outcome::Pending;
+            }
+        }
+        // Due or shut down: take the entry out if the pass has not yet (a bounded batch
+        // may leave it for the next lock hold), which gives its slot back.
+        let moved = moved_to.is_some_and(|d| self.filed_before(d));
+        let Some(reg) = self.registered.take() else {
+            return Outcome::Due;
+        };
+        self.shard.cancel(reg.key);
+        if self.shard.driver.is_shutdown() {
+            Outcome::Shutdown
+        } else if moved {
+            Outcome::Moved
+        } else {
+            Outcome::Due
+        }
+    }
+
+    /// Moves a registered entry to `deadline` in place (the waker is kept): `false` if it
+    /// was not pending (it fired, or a shutdown took it; it is then no longer registered).
+    pub(crate) fn reschedule(&mut self, deadline: Instant) -> bool {
+        let Some(reg) = self.registered.as_mut() else {
+            return false;
+        };
+        if self.shard.reschedule_at(reg.key, deadline) {
+            reg.units = self.shard.driver.clock.deadline_to_units(deadline);
+            true
+        } else {
+            self.registered = None;
+            false
+        }
+    }
+
+    /// Removes the entry from the wheel, if registered: whether it was still pending.
+    #[inline]
+    pub(crate) fn cancel(&mut self) -> bool {
+        match self.registered.take() {
+            Some(reg) => self.shard.cancel(reg.key).is_some(),
+            None => false,
+        }
+    }
+
+    /// Files the entry for wheel time `units` (the models work in wheel time).
+    #[cfg(test)]
+    pub(crate) fn register_units(&mut self, units: u64, waker: &Waker) {
+        let waker = waker.clone();
+        let id = WakerId::of(&waker);
+        let key = self.shard.register(units, waker).unwrap().expect("not due");
+        self.registered = Some(Registered {
+            key,
+            units,
+            waker: id,
+        });
+    }
+
+    /// Whether the entry is registered and still in the wheel (takes the lock).
+    pub(crate) fn is_pending(&self) -> bool {
+        self.registered
+            .is_some_and(|reg| self.shard.contains(reg.key))
+    }
+}
+
+impl Drop for TimerEntry {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
 
 impl Shard {
     /// The current instant on the clock of the timer's runtime.
@@ -39,14 +308,6 @@ impl Shard {
     /// The runtime whose time driver fires this timer and onto which delayed tasks spawn.
     pub(crate) fn runtime(&self) -> &Handle {
         &self.driver.runtime
-    }
-
-    /// Whether `later` falls after `earlier` in wheel time too (deadlines are exact to the
-    /// nanosecond, but saturate at the horizon): a registration for `earlier` firing does
-    /// not mean `later` has come.
-    pub(crate) fn later_in_wheel_time(&self, later: Instant, earlier: Instant) -> bool {
-        let clock = &self.driver.clock;
-        later > earlier && clock.deadline_to_units(later) > clock.deadline_to_units(earlier)
     }
 
     /// After shutdown: whether `deadline` had been reached when the timer shut down (so a

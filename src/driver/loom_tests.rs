@@ -19,7 +19,9 @@
 //! earlier: a registration racing with a pass can leave a time the pass already handled,
 //! which costs one spurious pass.)
 
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
+use std::task::{Wake, Waker};
 use std::time::Duration;
 
 use futures::task::noop_waker;
@@ -28,9 +30,10 @@ use loom::thread;
 #[cfg(not(loom))]
 use std::thread;
 
+use super::entry::{Outcome, TimerEntry};
 use super::shard::Shard;
 use super::{Driver, FireReport};
-use crate::loom::model;
+use crate::loom::{model, AtomicUsize};
 
 /// One hour in wheel time (nanoseconds): far enough that nothing fires during a model.
 const HOUR: u64 = 3_600_000_000_000;
@@ -230,5 +233,131 @@ fn loom_reset_vs_fire() {
         shard.fire_due(50, &mut wakers, &mut fired);
         let fired_later = fired.entries == 1;
         assert!(fired_by_pass ^ fired_later, "fires exactly once");
+    });
+}
+
+/// The shard's step of a pass at wheel time `now`: how many entries it fired.
+fn fire(shard: &Shard, now: u64) -> usize {
+    let mut fired = FireReport::default();
+    shard.fire_due(now, &mut Vec::new(), &mut fired);
+    fired.entries
+}
+
+/// A waker that counts its wakes.
+#[derive(Default)]
+struct Counter(AtomicUsize);
+
+impl Wake for Counter {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+impl Counter {
+    fn waker() -> (Arc<Counter>, Waker) {
+        let counter = Arc::new(Counter::default());
+        (counter.clone(), Waker::from(counter))
+    }
+
+    fn wakes(&self) -> usize {
+        self.0.load(SeqCst)
+    }
+}
+
+/// A re-poll with the registered waker (the lock-free path) races with the pass that fires
+/// the entry: `Pending` only if the waker is woken, and the poll after the wake is `Due`.
+#[test]
+fn loom_repoll_vs_fire_loses_no_wakeup() {
+    model(|| {
+        let (driver, shards, _rt) = timer(1, 1);
+        let shard = shards[0].clone();
+        let (counter, waker) = Counter::waker();
+        let mut entry = TimerEntry::new(shard.clone());
+        entry.register_units(10, &waker);
+
+        let firer = thread::spawn(move || fire(&shard, 10));
+        let first = entry.poll(&waker, None);
+        let fired = firer.join().unwrap();
+
+        assert_eq!(fired, 1, "the pass fires it, whatever the poll saw");
+        if first == Outcome::Pending {
+            assert_eq!(counter.wakes(), 1, "pending, and never woken");
+            assert_eq!(
+                entry.poll(&waker, None),
+                Outcome::Due,
+                "woken, and still pending"
+            );
+        }
+        assert_eq!(shards[0].len(), 0, "nothing left behind");
+        assert_eq!(driver.reserved(), 0, "slot given back");
+    });
+}
+
+/// A re-poll with another task's waker (the locked path) races with the firing: `Pending`
+/// only if the new waker is the one woken.
+#[test]
+fn loom_repoll_new_waker_vs_fire_loses_no_wakeup() {
+    model(|| {
+        let (_driver, shards, _rt) = timer(1, usize::MAX);
+        let shard = shards[0].clone();
+        let (_, old) = Counter::waker();
+        let (counter, new) = Counter::waker();
+        let mut entry = TimerEntry::new(shard.clone());
+        entry.register_units(10, &old);
+
+        let firer = thread::spawn(move || {
+            fire(&shard, 10);
+        });
+        let first = entry.poll(&new, None);
+        firer.join().unwrap();
+
+        if first == Outcome::Pending {
+            assert_eq!(counter.wakes(), 1, "pending, and the new waker never woken");
+            assert_eq!(entry.poll(&new, None), Outcome::Due);
+        }
+    });
+}
+
+/// A pass that runs before the deadline races with re-polls: never `Due` early, and the
+/// entry stays filed with its waker.
+#[test]
+fn loom_repoll_vs_early_pass_is_never_ready_early() {
+    model(|| {
+        let (_driver, shards, _rt) = timer(1, usize::MAX);
+        let shard = shards[0].clone();
+        let (counter, waker) = Counter::waker();
+        let mut entry = TimerEntry::new(shard.clone());
+        entry.register_units(10, &waker);
+
+        let firer = thread::spawn(move || fire(&shard, 9));
+        assert_eq!(entry.poll(&waker, None), Outcome::Pending, "ready early");
+        assert_eq!(firer.join().unwrap(), 0, "fired early");
+        assert_eq!(entry.poll(&waker, None), Outcome::Pending, "ready early");
+        assert_eq!(counter.wakes(), 0);
+        assert!(entry.is_pending());
+    });
+}
+
+/// A re-poll races with shutdown: `Pending` only if the shutdown has yet to drain (and wake)
+/// the entry; the poll after the wake says `Shutdown`.
+#[test]
+fn loom_repoll_vs_shutdown_loses_no_wakeup() {
+    model(|| {
+        let (driver, shards, _rt) = timer(1, 1);
+        let (counter, waker) = Counter::waker();
+        let mut entry = TimerEntry::new(shards[0].clone());
+        entry.register_units(HOUR, &waker);
+
+        let d = driver.clone();
+        let stopper = thread::spawn(move || d.shutdown());
+        let first = entry.poll(&waker, None);
+        stopper.join().unwrap();
+
+        assert_ne!(first, Outcome::Due, "a shutdown is not a deadline");
+        if first == Outcome::Pending {
+            assert_eq!(counter.wakes(), 1, "pending, and never woken");
+            assert_eq!(entry.poll(&waker, None), Outcome::Shutdown);
+        }
+        assert_eq!(driver.reserved(), 0, "slot given back");
     });
 }

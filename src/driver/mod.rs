@@ -23,13 +23,22 @@
 //! timer down when the runtime drops it, before Tokio's time driver goes: every pending future
 //! resolves.
 //!
+//! Re-polls: a one-shot future embeds a [`TimerEntry`](entry::TimerEntry) (its shard, key,
+//! deadline in wheel time, and the identity of the waker the wheel holds). Each shard
+//! publishes, under its lock and before a pass hands out any entry, the wheel time it fires
+//! through; a re-poll whose deadline is later and whose waker is the registered one answers
+//! `Pending` from two atomic loads (that time and the shutdown flag), as Tokio's
+//! `AtomicWaker::register_by_ref` does, and anything else takes the lock. Why no wakeup is
+//! lost and no waker identity can be recycled is argued at `TimerEntry::poll` and modelled in
+//! `loom_tests.rs`.
+//!
 //! Layers: the wheel, the clock and the errors at the bottom; this driver above them; `Timer`
 //! (`src/timer/`) above the driver; the futures above `Timer`, each reaching the driver only
 //! through its shard's [entry API](entry), in `tokio::time::Instant`s; the integrations on top.
 
 pub(crate) mod alarm;
 pub(crate) mod arm;
-mod entry;
+pub(crate) mod entry;
 
 #[cfg(test)]
 mod loom_tests;

@@ -3,13 +3,14 @@
 
 use std::cell::Cell;
 use std::fmt;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 use std::sync::Arc;
 use std::task::Waker;
 
+use super::entry::WakerId;
 use super::{wake_all, Driver, FireReport, BATCH};
 use crate::error::TimerError;
-use crate::loom::{lock, Mutex, MutexGuard};
+use crate::loom::{lock, AtomicU64, Mutex, MutexGuard};
 use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
 
 /// A wheel of wakers behind a lock, and the driver that fires it.
@@ -21,6 +22,12 @@ use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
 #[repr(align(128))]
 pub(crate) struct Shard {
     wheel: Mutex<WakerWheel>,
+    /// The wheel time through which firing passes have handed out (or are handing out) this
+    /// shard's entries: stored, under the lock, before a pass takes its first entry, so an
+    /// entry whose deadline is at or before it is due, whether or not it is still in the wheel.
+    /// Lets a re-poll tell "due" from "still waiting" without the lock (see
+    /// [`TimerEntry::poll`](super::entry::TimerEntry::poll)). Monotone; 0 until the first pass.
+    pub(super) fired_through: AtomicU64,
     pub(super) driver: Arc<Driver>,
 }
 
@@ -38,6 +45,7 @@ impl Shard {
                 wheel_size,
                 driver.clock.tick_units(),
             )),
+            fired_through: AtomicU64::new(0),
             driver,
         }
     }
@@ -127,23 +135,25 @@ impl Shard {
         waker
     }
 
-    /// Whether `key` is still pending; if so, makes sure `waker` is the one that will be woken.
+    /// Whether `key` is still pending; if so, makes sure `waker` (or a clone of it) is the one
+    /// that will be woken, and returns the identity of the waker the entry now holds.
     ///
     /// A waker's clone and drop are user code: they run outside the lock (a waker whose drop
     /// touched this timer would otherwise deadlock).
-    pub(crate) fn refresh(&self, key: Key, waker: &Waker) -> bool {
+    pub(crate) fn refresh(&self, key: Key, waker: &Waker) -> Option<WakerId> {
         match self.lock().get_mut(key) {
-            None => return false,
-            Some(w) if w.will_wake(waker) => return true,
+            None => return None,
+            Some(w) if w.will_wake(waker) => return Some(WakerId::of(w)),
             Some(_) => {}
         }
         let new = waker.clone();
+        let id = WakerId::of(&new);
         let old = match self.lock().get_mut(key) {
-            None => return false, // fired meanwhile; `new` is dropped after the guard
+            None => return None, // fired meanwhile; `new` is dropped after the guard
             Some(w) => std::mem::replace(w, new),
         };
         drop(old);
-        true
+        Some(id)
     }
 
     /// For a persistent entry: `Some(true)` if it fired and is parked, `Some(false)` if it
@@ -217,6 +227,12 @@ impl Shard {
     pub(crate) fn fire_due(&self, now: u64, wakers: &mut Vec<Waker>, fired: &mut FireReport) {
         loop {
             let mut wheel = self.lock();
+            // Published before any entry due at `now` leaves the wheel (see `fired_through`).
+            // Only the runner passes, and its `now` never goes back: a plain store under the
+            // lock keeps the value monotone.
+            if now > self.fired_through.load(Relaxed) {
+                self.fired_through.store(now, Release);
+            }
             let cascades_before = wheel.stats().cascades;
             let mut budget = BATCH;
             let mut slots = 0;

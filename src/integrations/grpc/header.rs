@@ -67,7 +67,7 @@ pub fn format_grpc_timeout(timeout: Duration) -> HeaderValue {
     let nanos = timeout.as_nanos();
     let (n, unit) = UNITS
         .iter()
-        .map(|&(per, unit)| ((nanos + per - 1) / per, unit))
+        .map(|&(per, unit)| (nanos.div_ceil(per), unit))
         .find(|&(n, _)| n <= 99_999_999)
         .unwrap_or((99_999_999, 'H'));
     HeaderValue::from_str(&format!("{n}{unit}")).expect("digits and a letter")
