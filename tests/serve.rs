@@ -207,6 +207,26 @@ async fn partial_head_is_cut_at_the_header_read_limit() {
     task.abort();
 }
 
+/// Half a head pipelined behind a request (sent in the same write) cannot hold the connection:
+/// the server cannot tell it from an idle wait (hyper has it buffered), so the keep-alive limit
+/// closes it, as documented on `header_read_timeout`.
+#[tokio::test]
+async fn pipelined_partial_head_is_bounded_by_the_keep_alive_limit() {
+    let s = server()
+        .await
+        .header_read_timeout(ms(100))
+        .keep_alive_timeout(ms(300));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\nGET / HTTP/1.1\r\nhost")
+        .await
+        .unwrap();
+    read_response(&mut tcp).await;
+    until_closed(&mut tcp).await;
+    closed(&metrics, CloseReason::KeepAlive).await;
+    task.abort();
+}
+
 /// A keep-alive connection waiting for its next request is closed at the keep-alive limit,
 /// not at the (shorter) header-read limit; and a head begun then gets the header-read limit.
 #[tokio::test]
