@@ -310,3 +310,26 @@ async fn deadline_propagates_through_a_chain() {
         "the backend was given {passed_on:?}"
     );
 }
+
+/// The largest `grpc-timeout` the spec allows (`99999999H`, some 11 000 years) is a deadline
+/// like any other: no overflow, no panic, and the call is answered as usual.
+#[tokio::test(start_paused = true)]
+async fn the_largest_grpc_timeout_is_honoured() {
+    use tower::{Service, ServiceBuilder, ServiceExt};
+    let mut svc = ServiceBuilder::new()
+        .layer(GrpcTimeoutLayer::new())
+        .service_fn(|_req: http::Request<()>| async {
+            let left = tokio_timing_wheel::grpc::Deadline::current()
+                .expect("no deadline")
+                .remaining();
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok::<_, std::convert::Infallible>(http::Response::new(format!("{}", left.as_secs())))
+        });
+    let req = http::Request::builder()
+        .header("grpc-timeout", "99999999H")
+        .body(())
+        .unwrap();
+    let res = svc.ready().await.unwrap().call(req).await.unwrap();
+    assert!(res.headers().get("grpc-status").is_none(), "{res:?}");
+    assert_eq!(res.into_body(), format!("{}", 99_999_999u64 * 3600));
+}

@@ -135,7 +135,9 @@ async fn stalled_request_body_times_out() {
         .unwrap();
     let head = String::from_utf8_lossy(&buf[..n]);
     assert!(head.starts_with("HTTP/1.1 408"), "{head}");
-    assert!(started.elapsed() >= ms(90), "{:?}", started.elapsed());
+    // The server may have the last byte before `started`: a loose lower bound (a timer not
+    // reset by that byte would fire some 20 ms after it).
+    assert!(started.elapsed() >= ms(50), "{:?}", started.elapsed());
     server.abort();
 }
 

@@ -121,6 +121,11 @@ impl<S> Serve<S> {
     /// for its next request (that is [`keep_alive_timeout`](Serve::keep_alive_timeout)), and
     /// not at all on HTTP/2.
     ///
+    /// The limit starts on bytes read with no request in flight. A head pipelined behind a
+    /// request (sent before that request's response) is read with it and sits in hyper's
+    /// buffer when it ends, where it cannot be told from an idle wait: the keep-alive limit
+    /// (or the idle limit) bounds it, so set one of them with this one.
+    ///
     /// # Panics
     ///
     /// If `limit` is zero.
