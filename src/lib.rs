@@ -182,8 +182,8 @@ pub fn tokio_has_test_util() -> bool {
 }
 
 /// The README's Rust examples, compiled as doc tests so they cannot drift from the API. They
-/// use the `hyper` and `tower` features, so they run with those (CI runs `--all-features`).
-#[cfg(all(doctest, feature = "hyper", feature = "tower"))]
+/// use the `server` and `http` features, so they run with those (CI runs `--all-features`).
+#[cfg(all(doctest, feature = "server", feature = "http"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
