@@ -37,7 +37,7 @@
 //! only those imports changed, with one accepted difference: deadlines here are exact, so a
 //! timer whose deadline falls between two of Tokio's 1 ms ticks may complete up to a tick
 //! earlier than Tokio's would (never before its deadline). The [`time`] module's docs hold
-//! the migration table: each tokio, tokio-util, hyper-util and tower name, its counterpart
+//! the migration table: each tokio, tokio-util, hyper-util, tower, tower-http, axum and tonic name, its counterpart
 //! here, and what differs in behaviour or cost.
 //!
 //! For the periodic and keyed halves of a service's timers, [`Interval`] replaces
