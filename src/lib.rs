@@ -37,8 +37,8 @@
 //! only those imports changed, with one accepted difference: deadlines here are exact, so a
 //! timer whose deadline falls between two of Tokio's 1 ms ticks may complete up to a tick
 //! earlier than Tokio's would (never before its deadline). The [`time`] module's docs hold
-//! the migration table: each tokio, tokio-util, hyper-util, tower, tower-http, axum and tonic name, its counterpart
-//! here, and what differs in behaviour or cost.
+//! the migration table: each tokio, tokio-util, hyper-util, tower, tower-http, axum and
+//! tonic name, its counterpart here, and what differs in behaviour or cost.
 //!
 //! For the periodic and keyed halves of a service's timers, [`Interval`] replaces
 //! `tokio::time::Interval` (same semantics, one wheel entry for its life, plus
