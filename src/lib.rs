@@ -37,8 +37,8 @@
 //! only those imports changed, with one accepted difference: deadlines here are exact, so a
 //! timer whose deadline falls between two of Tokio's 1 ms ticks may complete up to a tick
 //! earlier than Tokio's would (never before its deadline). The [`time`] module's docs hold
-//! the migration table: each tokio, tokio-util, hyper-util and tower name, its counterpart
-//! here, and what differs in behaviour or cost.
+//! the migration table: each tokio, tokio-util, hyper-util, tower, tower-http, axum and
+//! tonic name, its counterpart here, and what differs in behaviour or cost.
 //!
 //! For the periodic and keyed halves of a service's timers, [`Interval`] replaces
 //! `tokio::time::Interval` (same semantics, one wheel entry for its life, plus
@@ -191,8 +191,8 @@ pub fn tokio_has_test_util() -> bool {
 }
 
 /// The README's Rust examples, compiled as doc tests so they cannot drift from the API. They
-/// use the `hyper` and `tower` features, so they run with those (CI runs `--all-features`).
-#[cfg(all(doctest, feature = "hyper", feature = "tower"))]
+/// use the `server` and `http` features, so they run with those (CI runs `--all-features`).
+#[cfg(all(doctest, feature = "server", feature = "http"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 

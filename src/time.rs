@@ -20,10 +20,13 @@
 //! | `tokio::time::error::Elapsed` | [`time::error::Elapsed`](error::Elapsed) | another type: `Into<std::io::Error>` (`TimedOut`), `Error + Send + Sync`, [`is_shutdown`](crate::Elapsed::is_shutdown) |
 //! | `tokio::time::interval`, `interval_at`, `Interval`, `MissedTickBehavior` | same names here | one wheel entry for the interval's life; [`Interval::set_period`] added |
 //! | `tokio::time::Instant`, `Duration` | re-exported | the same types |
-//! | `tokio_util::time::DelayQueue` | [`DelayQueue`](crate::DelayQueue) | exact deadlines (tokio-util rounds to 1 ms); no panic past 2^36 ms; no allocation per expiry; every past deadline counts as due, and due items come out in deadline order |
+//! | `tokio_util::time::DelayQueue`, `compact` | [`DelayQueue`](crate::DelayQueue), [`compact`](crate::DelayQueue::compact) | exact deadlines (tokio-util rounds to 1 ms); no panic past 2^36 ms; no allocation per expiry; every past deadline counts as due, and due items come out in deadline order |
 //! | `tokio::spawn` after `tokio::time::sleep` | [`spawn_after`](crate::spawn_after), [`spawn_at`](crate::spawn_at) | the future waits in the wheel, not as a task; cancellable exactly once; [`DelayedTask::reset`](crate::DelayedTask::reset) moves it |
 //! | `hyper_util::rt::TokioTimer` | `tokio_timing_wheel::hyper::HyperTimer` (feature `hyper`) | sleeps on the wheel, reset in place |
 //! | `tower::timeout::{TimeoutLayer, Timeout}` | `tokio_timing_wheel::tower::{TimeoutLayer, Timeout}` (feature `tower`) | its error is tower's own `Elapsed`, boxed |
+//! | `tower_http::timeout::{TimeoutLayer, RequestBodyTimeoutLayer, ResponseBodyTimeoutLayer}` | `tokio_timing_wheel::http::{...}` (feature `http`) | 408 with an empty body, no `HandleErrorLayer`; a body's timer is moved in place per frame |
+//! | `axum::serve` | `tokio_timing_wheel::server::serve` (feature `server`) | adds header-read, keep-alive, idle and age limits and a shutdown timeout |
+//! | tonic's `grpc-timeout` handling (`transport::Server`) | `tokio_timing_wheel::grpc::GrpcTimeoutLayer` under `serve` (feature `grpc`) | DEADLINE_EXCEEDED where tonic's server answers Cancelled; `PropagateDeadlineLayer` for outgoing calls |
 //!
 //! Costs: registering and cancelling take a per-thread shard's lock, not one lock for the
 //! whole runtime; a timer cancelled (dropped) on another thread than the one that registered
@@ -31,9 +34,11 @@
 //!
 //! **The one behavioural difference: exact deadlines.** Tokio rounds every deadline up to its
 //! 1 ms tick; the wheel keeps it to the nanosecond. So where a deadline falls between two of
-//! Tokio's ticks (for example, time paused with `tokio::time::pause()` in the middle of a
-//! millisecond, then `sleep(10ms)`), a timer here may complete up to one tick earlier than
-//! Tokio's would, at its exact deadline. It never completes before its deadline.
+//! Tokio's ticks (Tokio's own tests meet this when `tokio::time::pause()` is called in the
+//! middle of a millisecond), a timer here may complete up to one tick earlier than Tokio's
+//! would. It never completes before its deadline. In paused time, a deadline off Tokio's 1 ms
+//! grid fires at the grid's next millisecond, not exactly at it: the wheel's alarm is a Tokio
+//! sleep, and paused time advances to where Tokio wakes it.
 //!
 //! # Examples
 //!
