@@ -1,0 +1,82 @@
+//! The wheel's memory: draining, compacting, clearing and shrinking it.
+
+use slab::Slab;
+
+use super::entry::{Key, List};
+use super::level::split;
+use super::persist::Persistence;
+use super::Wheel;
+
+impl<T, P: Persistence<T>> Wheel<T, P> {
+    /// Removes every entry, returning the values, and resets the wheel (its time is kept).
+    pub(crate) fn drain_all(&mut self) -> Vec<T> {
+        let entries = std::mem::take(&mut self.entries);
+        self.unlink_all();
+        entries.into_iter().map(|(_, e)| e.value).collect()
+    }
+
+    /// Moves every entry into a new slab exactly as large as needed, returning each entry's
+    /// old and new key. Deadlines, the wheel's time and the generation count are kept, so a
+    /// key handed out before never names a moved entry by accident. For wheels without
+    /// persistent entries (their parked state is not carried over).
+    pub(crate) fn compact(&mut self) -> Vec<(Key, Key)> {
+        let head = self.new_head;
+        let old = std::mem::replace(&mut self.entries, Slab::with_capacity(0));
+        self.unlink_all();
+        self.entries = Slab::with_capacity(old.len());
+        let mut moved = Vec::with_capacity(old.len());
+        for (idx, e) in old {
+            debug_assert!(
+                !e.persistent,
+                "compact: persistent entries are not supported"
+            );
+            let from = Key {
+                index: idx as u32,
+                generation: e.generation,
+            };
+            if let Ok(to) = self.insert_entry(e.deadline, e.value, false) {
+                moved.push((from, to));
+            }
+        }
+        // Work linked here was linked before too: nothing new to report.
+        self.new_head = head;
+        moved
+    }
+
+    /// Removes (and drops) every entry, keeping the slab's memory and the wheel's time. Keys
+    /// handed out before stay stale for good: generations keep counting.
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+        self.unlink_all();
+    }
+
+    /// Empties every list, level and heap (the entries themselves are the caller's business).
+    fn unlink_all(&mut self) {
+        self.levels.clear();
+        self.heap.clear();
+        self.due = List::EMPTY;
+        self.imminent.clear();
+        self.parked = List::EMPTY;
+        self.parked_len = 0;
+        self.flushing = None;
+    }
+
+    /// Gives back memory held beyond what the pending entries need: the slab when empty, the
+    /// bucket heap's spare capacity, and empty top levels even while the bucket heap still
+    /// holds items of their (emptied) buckets.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        if self.entries.is_empty() {
+            self.entries = Slab::new();
+        } else {
+            self.entries.shrink_to_fit();
+        }
+        // Release every empty top level now, with the heap items of its buckets.
+        while self.levels.last().is_some_and(|l| l.len == 0) {
+            self.levels.pop();
+        }
+        let kept = self.levels.len();
+        self.heap.retain(|bucket| split(bucket).0 < kept);
+        self.heap.shrink_to_fit();
+        self.levels.shrink_to_fit();
+    }
+}
