@@ -28,6 +28,17 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// Locks a mutex if no other thread holds it (ignoring poisoning as [`lock`] does); `None`
+/// if it is held.
+pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(guard) => Some(guard),
+        #[cfg(not(loom))]
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(_) => None,
+    }
+}
+
 /// Locks a `std` mutex (one the models need not explore), ignoring poisoning as [`lock`]
 /// does.
 pub(crate) fn lock_std<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -252,7 +252,7 @@ impl TimerEntry {
     #[inline]
     pub(crate) fn cancel(&mut self) -> bool {
         match self.registered.take() {
-            Some(reg) => self.shard.cancel(reg.key).is_some(),
+            Some(reg) => self.shard.cancel_entry(reg.key, reg.units),
             None => false,
         }
     }

@@ -361,3 +361,128 @@ fn loom_repoll_vs_shutdown_loses_no_wakeup() {
         assert_eq!(driver.reserved(), 0, "slot given back");
     });
 }
+
+/// A cancel (a `TimerEntry` dropped) racing with the pass that fires it, which holds the
+/// wheel's lock: the cancel either wins, and the entry never fires (removed at once, or
+/// handed over and swept before the pass fires anything), or loses and the entry fires once.
+/// Either way nothing is left behind and the slot is given back.
+#[test]
+fn loom_handed_over_cancel_vs_fire_never_fires_a_cancelled_entry() {
+    model(|| {
+        let (driver, shards, _rt) = timer(1, 1);
+        let shard = shards[0].clone();
+        let (counter, waker) = Counter::waker();
+        let mut entry = TimerEntry::new(shard.clone());
+        entry.register_units(10, &waker);
+
+        let firer = thread::spawn(move || fire(&shard, 10));
+        let cancelled = entry.cancel();
+        let fired = firer.join().unwrap();
+
+        assert_eq!(cancelled, fired == 0, "cancelled or fired, exactly one");
+        assert_eq!(counter.wakes(), fired, "woken only if it fired");
+        // A cancel handed over during the pass's lock hold is swept by the pass, or the
+        // cancel read the pass's time and waited for the lock.
+        assert_eq!(shards[0].lock().len(), 0, "nothing left in the wheel");
+        assert_eq!(shards[0].len(), 0);
+        assert_eq!(driver.reserved(), 0, "slot given back");
+    });
+}
+
+/// A cancel handed over while shutdown drains the shard: a cancelled entry is not woken by
+/// the drain, and nothing is left behind.
+#[test]
+fn loom_handed_over_cancel_vs_shutdown() {
+    model(|| {
+        let (driver, shards, _rt) = timer(1, 1);
+        let shard = shards[0].clone();
+        let (counter, waker) = Counter::waker();
+        let mut entry = TimerEntry::new(shard);
+        entry.register_units(HOUR, &waker);
+
+        let closer = {
+            let driver = driver.clone();
+            thread::spawn(move || driver.shutdown())
+        };
+        let cancelled = entry.cancel();
+        closer.join().unwrap();
+
+        if cancelled {
+            assert_eq!(counter.wakes(), 0, "a cancelled entry woken by the drain");
+        }
+        assert_eq!(shards[0].lock().len(), 0, "nothing left in the wheel");
+        assert_eq!(driver.reserved(), 0, "slot given back");
+    });
+}
+
+/// Cancels from a thread that finds the wheel's lock taken are handed over, not waited for:
+/// at once the entry is no longer pending and its slot is free, it never fires, and the
+/// shard's next registration reclaims its memory, so a loop of them holds memory flat.
+#[cfg(not(loom))]
+#[test]
+fn handed_over_cancels_free_the_slot_at_once_and_memory_at_the_next_registration() {
+    let (driver, shards, _rt) = timer(1, 2);
+    let shard = &shards[0];
+    let (counter, waker) = Counter::waker();
+    let mut capacity = None;
+    for round in 0..1000 {
+        let mut entry = TimerEntry::new(shard.clone());
+        entry.register_units(HOUR, &waker);
+        assert_eq!(shard.len(), 1);
+        let cancelled = {
+            // The wheel's lock taken (as by the shard's worker registering): the cancel must
+            // not wait for it (waiting here would deadlock the test).
+            let held = shard.lock();
+            let cancelled = entry.cancel();
+            assert_eq!(held.len(), 1, "still in the wheel until swept");
+            cancelled
+        };
+        assert!(cancelled);
+        assert_eq!(shard.len(), 0, "not pending once cancelled");
+        assert_eq!(driver.reserved(), 0, "slot free at once");
+        // The next registration sweeps it: one entry in the wheel, the new one.
+        let mut next = TimerEntry::new(shard.clone());
+        next.register_units(HOUR, &waker);
+        assert_eq!(
+            shard.lock().len(),
+            1,
+            "round {round}: swept by the registration"
+        );
+        drop(next);
+        assert_eq!(shard.lock().len(), 0);
+        let cap = shard.lock().capacity();
+        assert!(capacity.is_none_or(|c| cap <= c), "memory grew: {cap}");
+        capacity.get_or_insert(cap);
+    }
+    // A pass over everything fires none of them.
+    assert_eq!(fire(shard, 2 * HOUR), 0);
+    assert_eq!(counter.wakes(), 0, "a cancelled entry fired");
+}
+
+/// The hand-over's rule, on its own (a model explores few of its interleavings): a cancel is
+/// handed over only for an entry later than every pass's published time, and never after
+/// shutdown; otherwise the canceller waits for the lock.
+#[cfg(not(loom))]
+#[test]
+fn a_cancel_is_handed_over_only_for_an_entry_no_pass_has_reached() {
+    let (driver, shards, _rt) = timer(1, usize::MAX);
+    let shard = &shards[0];
+    let key = shard.register(HOUR, noop_waker()).unwrap().unwrap();
+    // As a pass at wheel time 10 publishes before it sweeps and fires.
+    shard.fired_through.store(10, SeqCst);
+    assert!(
+        !shard.hand_over(key, 10),
+        "an entry due in the running pass"
+    );
+    assert!(!shard.hand_over(key, 9), "an entry due in the running pass");
+    assert_eq!(shard.len(), 1, "not handed over, still pending");
+    assert!(shard.hand_over(key, 11), "later than the pass: handed over");
+    assert_eq!(shard.len(), 0, "handed over: no longer pending");
+    let other = shard.register(HOUR, noop_waker()).unwrap().unwrap();
+    assert_eq!(shard.lock().len(), 1, "the registration swept the first");
+    driver.shutdown();
+    assert!(
+        !shard.hand_over(other, HOUR),
+        "after shutdown: the drain decides"
+    );
+}

@@ -3,14 +3,14 @@
 
 use std::cell::Cell;
 use std::fmt;
-use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::Arc;
 use std::task::Waker;
 
 use super::entry::WakerId;
 use super::{wake_all, Driver, FireReport, BATCH};
 use crate::error::TimerError;
-use crate::loom::{lock, AtomicU64, Mutex, MutexGuard};
+use crate::loom::{lock, try_lock, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
 
 /// A wheel of wakers behind a lock, and the driver that fires it.
@@ -28,7 +28,24 @@ pub(crate) struct Shard {
     /// Lets a re-poll tell "due" from "still waiting" without the lock (see
     /// [`TimerEntry::poll`](super::entry::TimerEntry::poll)). Monotone; 0 until the first pass.
     pub(super) fired_through: AtomicU64,
+    /// Cancellations handed over by threads that found the wheel's lock taken.
+    inbox: Inbox,
     pub(super) driver: Arc<Driver>,
+}
+
+/// Keys of one-shot entries cancelled while another thread held the wheel's lock (the
+/// shard's own worker registering, or a pass): removed from the wheel by the next holder of
+/// that lock, before it files or fires anything, so a cancel from another worker never waits
+/// behind the shard's owner. See [`Shard::cancel_entry`].
+///
+/// On lines of its own: other threads write it, the shard's owner only reads `len` on each
+/// registration.
+#[repr(align(128))]
+struct Inbox {
+    keys: Mutex<Vec<Key>>,
+    /// How many keys `keys` holds: read without its lock, so a registration with nothing to
+    /// sweep pays one load, and `len()` leaves handed-over entries out.
+    len: AtomicUsize,
 }
 
 impl fmt::Debug for Shard {
@@ -46,6 +63,10 @@ impl Shard {
                 driver.clock.tick_units(),
             )),
             fired_through: AtomicU64::new(0),
+            inbox: Inbox {
+                keys: Mutex::new(Vec::new()),
+                len: AtomicUsize::new(0),
+            },
             driver,
         }
     }
@@ -94,6 +115,7 @@ impl Shard {
     ) -> Result<Option<Key>, TimerError> {
         self.driver.reserve()?;
         let mut wheel = self.lock();
+        let swept = self.sweep(&mut wheel);
         if deadline <= wheel.now() && !persistent {
             drop(wheel);
             self.driver.release(1);
@@ -122,6 +144,7 @@ impl Shard {
             }
         };
         self.publish_head(wheel);
+        drop(swept);
         Ok(Some(key))
     }
 
@@ -133,6 +156,68 @@ impl Shard {
             self.driver.release(1);
         }
         waker
+    }
+
+    /// Cancels a one-shot entry filed for wheel time `units` (a `TimerEntry`'s): `true` if it
+    /// was pending. Its key must not be used again.
+    ///
+    /// With the wheel's lock free, the entry is removed at once. If another thread holds it
+    /// (the shard's worker registering, or a pass), the cancel is handed over instead of
+    /// waiting: the key goes to the inbox, which every holder of the lock sweeps before it
+    /// files or fires anything, and the slot is given back now. Why the entry can then never
+    /// fire: a pass stores `fired_through` before it sweeps, at each lock hold, and the
+    /// inbox's lock orders the sweep and this hand-over. A sweep that comes first published
+    /// its time before it, so this thread reads it, and hands over only if `units` is later
+    /// (that pass and every earlier one stop short of the entry); a sweep that comes later
+    /// finds the key and removes the entry before its pass fires anything. A shutdown sets its
+    /// flag before its drain sweeps, so a hand-over after that sweep sees the flag and takes
+    /// the lock instead. Memory: reclaimed by the shard's next registration or pass.
+    pub(crate) fn cancel_entry(&self, key: Key, units: u64) -> bool {
+        if let Some(mut wheel) = try_lock(&self.wheel) {
+            let waker = wheel.remove(key);
+            drop(wheel);
+            if waker.is_some() {
+                self.driver.release(1);
+            }
+            return waker.is_some(); // the waker drops after the guard
+        }
+        if self.hand_over(key, units) {
+            return true;
+        }
+        // The entry may be due in a pass running now: wait for the lock, as a cancel did.
+        self.cancel(key).is_some()
+    }
+
+    /// Hands the cancel of `key` (filed for `units`) over to the inbox if no pass can have
+    /// reached it and the timer is not shut down (then its slot is given back): whether it
+    /// did. See [`cancel_entry`](Self::cancel_entry).
+    pub(super) fn hand_over(&self, key: Key, units: u64) -> bool {
+        let mut keys = lock(&self.inbox.keys);
+        if units <= self.fired_through.load(Acquire) || self.driver.is_shutdown() {
+            return false;
+        }
+        keys.push(key);
+        self.inbox.len.fetch_add(1, AcqRel);
+        drop(keys);
+        self.driver.release(1);
+        true
+    }
+
+    /// Removes the entries whose cancels were handed over (see
+    /// [`cancel_entry`](Self::cancel_entry)), under the wheel's lock: their wakers, to be
+    /// dropped after it (a waker's drop is user code). Nothing, without a lock, if the inbox
+    /// is empty.
+    fn sweep(&self, wheel: &mut WakerWheel) -> Vec<Waker> {
+        if self.inbox.len.load(Acquire) == 0 {
+            return Vec::new();
+        }
+        let keys = std::mem::take(&mut *lock(&self.inbox.keys));
+        self.inbox.len.fetch_sub(keys.len(), AcqRel);
+        // Each key was handed over by its entry's owner, which gave the entry up: nothing
+        // else removes it before this (a pass cannot reach it, see `cancel_entry`).
+        keys.into_iter()
+            .filter_map(|key| wheel.remove(key))
+            .collect()
     }
 
     /// Whether `key` is still pending; if so, makes sure `waker` (or a clone of it) is the one
@@ -233,6 +318,8 @@ impl Shard {
             if now > self.fired_through.load(Relaxed) {
                 self.fired_through.store(now, Release);
             }
+            // After the store: see `cancel_entry`.
+            let swept = self.sweep(&mut wheel);
             let cascades_before = wheel.stats().cascades;
             let mut budget = BATCH;
             let mut slots = 0;
@@ -259,6 +346,7 @@ impl Shard {
                 }
             }
             drop(wheel);
+            drop(swept);
             fired.entries += wakers.len();
             self.driver.release(slots);
             wake_all(wakers);
@@ -269,15 +357,27 @@ impl Shard {
     }
 
     /// Removes every entry (shutdown), returning the wakers, and gives the memory back.
+    /// Handed-over cancels are swept first: those entries are not woken.
     pub(crate) fn drain(&self) -> Vec<Waker> {
         let mut wheel = self.lock();
+        let swept = self.sweep(&mut wheel);
         let wakers = wheel.drain_all();
         wheel.shrink_to_fit();
+        drop(wheel);
+        drop(swept);
         wakers
     }
 
+    /// Pending entries: those in the wheel, less those whose cancel was handed over.
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        self.pending_in(&self.lock())
+    }
+
+    /// [`len`](Self::len), with the wheel's lock held by the caller.
+    pub(crate) fn pending_in(&self, wheel: &WakerWheel) -> usize {
+        // Under the wheel's lock no sweep runs, and a handed-over key stays in the wheel until
+        // one does: every key counted here is one of the wheel's entries.
+        wheel.len().saturating_sub(self.inbox.len.load(Acquire))
     }
 
     /// Whether `key` is still pending.

@@ -144,7 +144,7 @@ impl Timer {
         for shard in self.shards.iter() {
             let wheel = shard.lock();
             let s = wheel.stats();
-            m.pending += wheel.len();
+            m.pending += shard.pending_in(&wheel);
             m.cascades += s.cascades;
             m.bucket_flushes += s.flushes;
             m.heap_pushes += s.heap_pushes;
