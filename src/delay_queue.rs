@@ -857,7 +857,7 @@ impl<T> DelayQueue<T> {
         loop {
             match &mut self.alarm {
                 HeadSleep::Default => {
-                    let shard = crate::timer::default::current_shard();
+                    let shard = crate::timer::default::current_shard_of_task();
                     self.alarm = HeadSleep::Wheel(Sleep::new(shard, at));
                 }
                 HeadSleep::Wheel(sleep) => {

@@ -53,7 +53,7 @@ const MAX_PERIOD: Duration = Duration::from_secs(86_400 * 365 * 30);
 #[track_caller]
 pub fn interval(period: Duration) -> Interval {
     check_period(period);
-    let shard = crate::timer::default::current_shard();
+    let shard = crate::timer::default::current_shard_of_task();
     let start = shard.now();
     Interval::new(shard, start, period)
 }
@@ -89,7 +89,11 @@ pub fn interval(period: Duration) -> Interval {
 #[track_caller]
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
     check_period(period);
-    Interval::new(crate::timer::default::current_shard(), start, period)
+    Interval::new(
+        crate::timer::default::current_shard_of_task(),
+        start,
+        period,
+    )
 }
 
 impl Timer {

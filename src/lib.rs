@@ -29,6 +29,16 @@
 //! runtime, so two runtimes never share a driver. Build a [`Timer`] with [`Timer::builder`] to
 //! choose the tick, wheel size or a `max_pending` limit.
 //!
+//! The timer futures find the default timer through a per-thread cache keyed by task, so a
+//! task on a multi-thread runtime pays no runtime lookup after its first timer. One
+//! consequence, in a corner Tokio discourages: a task that enters a second multi-thread
+//! runtime (`block_on` inside `block_in_place`, `Handle::enter`) may keep using the timer of
+//! whichever of the two it first used on that thread, where `tokio::time` would use the
+//! runtime entered. That timer fires on its own runtime's workers while it lives; once that
+//! runtime shuts down, its pending timers resolve as shut down and the task's next calls find
+//! their own runtime's timer. A current-thread runtime's timer is always found by the runtime
+//! entered, and [`spawn_after`]/[`spawn_at`] always spawn on the current runtime.
+//!
 //! # Migrating from `tokio::time` and tokio-util
 //!
 //! [`time`] mirrors `tokio::time`: `use tokio::time::{sleep, timeout, Instant, ...}` becomes

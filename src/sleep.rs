@@ -51,7 +51,7 @@ use crate::timer::Timer;
 /// ```
 #[track_caller]
 pub fn sleep_wheel(duration: Duration) -> Sleep {
-    Sleep::after(crate::timer::default::current_shard(), duration)
+    Sleep::after(crate::timer::default::current_shard_of_task(), duration)
 }
 
 /// Waits until `deadline`, on the current runtime's default timer.
@@ -82,7 +82,7 @@ pub fn sleep_wheel(duration: Duration) -> Sleep {
 /// ```
 #[track_caller]
 pub fn sleep_wheel_until(deadline: Instant) -> Sleep {
-    Sleep::new(crate::timer::default::current_shard(), deadline)
+    Sleep::new(crate::timer::default::current_shard_of_task(), deadline)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

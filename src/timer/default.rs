@@ -2,9 +2,10 @@
 //! this thread's shard of it, so the free functions cost no global lock.
 
 use std::cell::RefCell;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use tokio::runtime::{Handle, Id};
+use tokio::runtime::{Handle, Id, RuntimeFlavor};
 
 use super::builder::Builder;
 use super::Timer;
@@ -16,12 +17,28 @@ static REGISTRY: Mutex<Vec<(Id, Timer)>> = Mutex::new(Vec::new());
 
 thread_local! {
     static CACHE: RefCell<Option<(Id, Arc<Shard>)>> = const { RefCell::new(None) };
+    /// This thread's shard for the tasks that looked it up here, by task id (direct-mapped).
+    static BY_TASK: RefCell<[TaskSlot; TASK_SLOTS]> =
+        const { RefCell::new([const { None }; TASK_SLOTS]) };
 }
 
+/// A task that looked its shard up on this thread, and the shard.
+type TaskSlot = Option<(tokio::task::Id, Arc<Shard>)>;
+
+/// Entries of the per-task cache: enough for the tasks one worker usually interleaves.
+const TASK_SLOTS: usize = 64;
+
 // Finding the current runtime costs `Handle::try_current()`, which clones and drops the
-// runtime's handle. A cache keyed by task id would skip it, but a task id does not pin the
-// runtime: inside `block_in_place`, a task can enter another runtime (`block_on`, `enter`)
-// and the same task id would then map to the wrong timer, whose driver may never run.
+// runtime's handle: an atomic increment and decrement on a line every worker of the runtime
+// touches, the largest cost of a timeout on a busy multi-thread runtime after the clock read.
+// `current_shard_of_task` skips it for a task that looked its shard up before on this
+// thread: a task runs on one runtime for life. That is only the current runtime if the task
+// has not entered another one (`Handle::enter`, or `block_on` inside `block_in_place` or
+// `spawn_blocking`); there the timer is the task's runtime's, where Tokio's would be the
+// entered one's. So only the timers of runtimes whose workers drive them (multi-thread) are
+// cached: whichever runtime's it is, that timer fires while its runtime lives, and shuts down
+// (resolving its futures) when it goes. A current-thread runtime's timer runs only inside its
+// `block_on`, and is always looked up by the current runtime.
 
 pub(crate) const NO_RUNTIME: &str =
     "tokio-timing-wheel: this function must be called from the context of \
@@ -39,6 +56,12 @@ pub(crate) fn current_shard() -> Arc<Shard> {
         Ok(h) => h,
         Err(_) => panic!("{}", NO_RUNTIME),
     };
+    shard_of(handle)
+}
+
+/// This thread's shard of `handle`'s default timer, through the one-entry cache.
+#[track_caller]
+fn shard_of(handle: Handle) -> Arc<Shard> {
     let id = handle.id();
     let cached = CACHE.with(|c| match &*c.borrow() {
         Some((cid, shard)) if *cid == id && !shard.is_shutdown() => Some(shard.clone()),
@@ -51,6 +74,64 @@ pub(crate) fn current_shard() -> Arc<Shard> {
     let shard = timer.shard().clone();
     CACHE.with(|c| *c.borrow_mut() = Some((id, shard.clone())));
     shard
+}
+
+/// [`current_shard`] for the timer futures (sleeps, timeouts, intervals, delay queues): the
+/// same shard, found by the current task's id when this thread has seen the task before (see
+/// the comment above `TASK_SLOTS`). Delayed tasks use [`current_shard`]: their futures are
+/// spawned on the timer's runtime, which must be the current one.
+///
+/// # Panics
+///
+/// As [`current_shard`].
+#[track_caller]
+#[inline]
+pub(crate) fn current_shard_of_task() -> Arc<Shard> {
+    let Some(task) = tokio::task::try_id() else {
+        return current_shard();
+    };
+    let slot = task_slot(task);
+    let cached = BY_TASK.with(|c| match &c.borrow()[slot] {
+        Some((id, shard)) if *id == task && !shard.is_shutdown() => Some(shard.clone()),
+        _ => None,
+    });
+    if let Some(shard) = cached {
+        return shard;
+    }
+    let handle = match Handle::try_current() {
+        Ok(h) => h,
+        Err(_) => panic!("{}", NO_RUNTIME),
+    };
+    let driven_by_workers = handle.runtime_flavor() != RuntimeFlavor::CurrentThread;
+    let shard = shard_of(handle);
+    if driven_by_workers {
+        BY_TASK.with(|c| c.borrow_mut()[slot] = Some((task, shard.clone())));
+    }
+    shard
+}
+
+/// The slot of `task` in `BY_TASK`. Task ids are a counter: their low bits spread tasks over
+/// the slots.
+fn task_slot(task: tokio::task::Id) -> usize {
+    /// Keeps the `u64` a task id hashes as.
+    #[derive(Default)]
+    struct Raw(u64);
+    impl Hasher for Raw {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for b in bytes {
+                self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+            }
+        }
+        fn write_u64(&mut self, n: u64) {
+            self.0 ^= n;
+        }
+    }
+    let mut h = Raw::default();
+    task.hash(&mut h);
+    h.finish() as usize % TASK_SLOTS
 }
 
 /// The current runtime's default timer, creating it if needed.

@@ -328,7 +328,8 @@ async fn a_timeout_outliving_every_timer_handle_still_times_out_at_its_deadline(
 }
 
 /// A task that enters another runtime inside `block_in_place` must not leave that runtime's
-/// timer behind for its later calls: the default timer is looked up by runtime, not by task.
+/// timer behind for its later calls when that runtime only runs inside its `block_on` (a
+/// current-thread one): its timer would never fire again.
 #[test]
 fn a_task_visiting_another_runtime_keeps_its_own_default_timer() {
     let fired = with_watchdog(Duration::from_secs(20), || {
@@ -361,4 +362,54 @@ fn a_task_visiting_another_runtime_keeps_its_own_default_timer() {
         })
     });
     assert!(fired, "the sleep on runtime A never fired");
+}
+
+/// A task whose first timer call runs inside a nested multi-thread runtime may keep that
+/// runtime's timer for its later calls on this thread (the per-task lookup cache); that timer
+/// fires while its runtime lives, and once the runtime is gone the task's calls find their own
+/// runtime's timer again: no hang, nothing early.
+#[test]
+fn a_task_visiting_another_multi_thread_runtime_still_sleeps_on_time() {
+    let elapsed = with_watchdog(Duration::from_secs(20), || {
+        let rt_a = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt_a.block_on(async {
+            tokio::spawn(async {
+                let rt_b = tokio::task::block_in_place(|| {
+                    let rt_b = tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(1)
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    rt_b.block_on(sleep_wheel(Duration::from_millis(1)));
+                    rt_b
+                });
+                // Back on runtime A, while B lives.
+                let start = tokio::time::Instant::now();
+                sleep_wheel(Duration::from_millis(10)).await;
+                let first = start.elapsed();
+                tokio::task::block_in_place(|| drop(rt_b));
+                // B is gone, and its timer with it.
+                let start = tokio::time::Instant::now();
+                let sleep = sleep_wheel(Duration::from_millis(20));
+                sleep.await;
+                (first, start.elapsed())
+            })
+            .await
+            .unwrap()
+        })
+    });
+    assert!(
+        elapsed.0 >= Duration::from_millis(10),
+        "early: {:?}",
+        elapsed.0
+    );
+    assert!(
+        elapsed.1 >= Duration::from_millis(20),
+        "early: {:?}",
+        elapsed.1
+    );
 }
