@@ -285,33 +285,39 @@ impl Drop for TimerEntry {
 
 impl Shard {
     /// The current instant on the clock of the timer's runtime.
+    #[inline]
     pub(crate) fn now(&self) -> Instant {
         self.driver.now()
     }
 
     /// Whether the timer has shut down.
+    #[inline]
     pub(crate) fn is_shutdown(&self) -> bool {
         self.driver.is_shutdown()
     }
 
     /// Whether the timer's runtime has shut down (not just the timer): Tokio's timer there
     /// refuses sleeps.
+    #[inline]
     pub(crate) fn runtime_gone(&self) -> bool {
         self.driver.runtime_gone()
     }
 
     /// Whether the timer has a `max_pending` limit.
+    #[inline]
     pub(crate) fn is_bounded(&self) -> bool {
         self.driver.is_bounded()
     }
 
     /// The runtime whose time driver fires this timer and onto which delayed tasks spawn.
+    #[inline]
     pub(crate) fn runtime(&self) -> &Handle {
         &self.driver.runtime
     }
 
     /// After shutdown: whether `deadline` had been reached when the timer shut down (so a
     /// future drained by the shutdown had in fact elapsed).
+    #[inline]
     pub(crate) fn elapsed_before_shutdown(&self, deadline: Instant) -> bool {
         let driver = &self.driver;
         driver.elapsed_before_shutdown(driver.clock.deadline_to_units(deadline))
@@ -326,6 +332,7 @@ impl Shard {
     /// `check_clock` reads the clock first: needed when the deadline was given as an
     /// `Instant`, skipped for one computed as now + a non-zero duration (the hot path of
     /// `timeout`).
+    #[inline]
     pub(crate) fn register_at(
         &self,
         deadline: Instant,
@@ -343,6 +350,7 @@ impl Shard {
     }
 
     /// Files a persistent entry (see [`Shard::register_persistent`]) for `deadline`.
+    #[inline]
     pub(crate) fn register_persistent_at(
         &self,
         deadline: Instant,
@@ -353,12 +361,14 @@ impl Shard {
     }
 
     /// Moves a pending entry to `deadline` (see [`Shard::reschedule`]); `false` if it fired.
+    #[inline]
     pub(crate) fn reschedule_at(&self, key: Key, deadline: Instant) -> bool {
         self.reschedule(key, self.driver.clock.deadline_to_units(deadline))
     }
 
     /// Files a persistent entry again for `deadline`, waking `waker` (see
     /// [`Shard::reschedule_persistent`]); `false` if a shutdown took it.
+    #[inline]
     pub(crate) fn reschedule_persistent_at(
         &self,
         key: Key,

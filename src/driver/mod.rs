@@ -195,6 +195,7 @@ impl Driver {
     /// with `block_on`), whose clock says something else: then the timer's runtime is entered
     /// for the read. Every deadline, every pass and every `is_elapsed` of a timer reads its
     /// own runtime's clock, so mixing runtimes can neither fire early nor make a pass spin.
+    #[inline]
     pub(crate) fn now(&self) -> Instant {
         if !self.clocks_can_pause {
             return Instant::now();
@@ -210,6 +211,7 @@ impl Driver {
 
     /// Whether the timer's runtime has shut down (not just the timer): Tokio's timer there
     /// refuses sleeps, so what falls back on Tokio's timer must use another runtime's.
+    #[inline]
     pub(crate) fn runtime_gone(&self) -> bool {
         self.runtime_gone.load(SeqCst)
     }
@@ -225,6 +227,7 @@ impl Driver {
         self.clock.tick()
     }
 
+    #[inline]
     pub(crate) fn is_shutdown(&self) -> bool {
         self.shutdown.load(SeqCst)
     }
@@ -240,6 +243,7 @@ impl Driver {
     }
 
     /// Takes a `max_pending` slot for a new registration.
+    #[inline]
     pub(crate) fn reserve(&self) -> Result<(), TimerError> {
         if self.max_pending == usize::MAX {
             return Ok(());
@@ -258,6 +262,7 @@ impl Driver {
     }
 
     /// Gives back `n` slots taken by [`reserve`](Self::reserve).
+    #[inline]
     pub(crate) fn release(&self, n: usize) {
         if self.max_pending != usize::MAX && n > 0 {
             self.reserved.fetch_sub(n, AcqRel);
@@ -265,6 +270,7 @@ impl Driver {
     }
 
     /// Whether the timer has a `max_pending` limit.
+    #[inline]
     pub(crate) fn is_bounded(&self) -> bool {
         self.max_pending != usize::MAX
     }
@@ -276,6 +282,7 @@ impl Driver {
 
     /// A registration just made `head` its shard's earliest expiration: if the alarm is set
     /// later than that (or not at all), re-arm it.
+    #[inline]
     pub(crate) fn on_new_head(&self, head: u64) {
         if self.arm.lower(head) {
             self.kick(REARM);

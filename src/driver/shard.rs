@@ -207,10 +207,16 @@ impl Shard {
     /// [`cancel_entry`](Self::cancel_entry)), under the wheel's lock: their wakers, to be
     /// dropped after it (a waker's drop is user code). Nothing, without a lock, if the inbox
     /// is empty.
+    #[inline]
     fn sweep(&self, wheel: &mut WakerWheel) -> Vec<Waker> {
         if self.inbox.len.load(Acquire) == 0 {
             return Vec::new();
         }
+        self.sweep_inbox(wheel)
+    }
+
+    #[cold]
+    fn sweep_inbox(&self, wheel: &mut WakerWheel) -> Vec<Waker> {
         let keys = std::mem::take(&mut *lock(&self.inbox.keys));
         self.inbox.len.fetch_sub(keys.len(), AcqRel);
         // Each key was handed over by its entry's owner, which gave the entry up: nothing

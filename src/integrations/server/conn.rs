@@ -262,8 +262,17 @@ where
     let mut sleep: Option<Sleep> = None;
     let mut drain = Drain::default();
     let mut notified = pin!(ctx.phase.notify.notified());
+    // The waker `notified` was last polled with: a re-poll of a waiting `Notified` takes its
+    // `Notify`'s lock, which every connection of the server shares, so it is polled again only
+    // to hand it a new waker. A phase change wakes the task through it, and is seen by reading
+    // the phase.
+    let mut notified_with: Option<std::task::Waker> = None;
+    // Only the keep-alive clock is started from outside the task's poll of hyper (an HTTP/2
+    // stream's response ending): without that limit nothing needs to wake the task.
+    let wakes = shared.keep_alive;
     let reason = loop {
-        match ctx.phase.get() {
+        let phase = ctx.phase.get();
+        match phase {
             RUNNING => {}
             DRAINING if drain.cause.is_none() => {
                 drain = Drain {
@@ -281,16 +290,31 @@ where
             Due,
         }
         let event = poll_fn(|cx| {
-            shared.polling.store(true, Ordering::SeqCst);
+            if wakes {
+                shared.polling.store(true, Ordering::SeqCst);
+            }
             let done = conn.as_mut().poll(cx);
-            shared.polling.store(false, Ordering::SeqCst);
+            if wakes {
+                shared.polling.store(false, Ordering::SeqCst);
+            }
             if let Poll::Ready(result) = done {
                 return Poll::Ready(Event::Done(result));
             }
-            if notified.as_mut().poll(cx).is_ready() {
+            if ctx.phase.get() != phase {
                 return Poll::Ready(Event::Phase);
             }
-            shared.waker.register(cx.waker());
+            if !notified_with
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
+                if notified.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Event::Phase);
+                }
+                notified_with = Some(cx.waker().clone());
+            }
+            if wakes {
+                shared.waker.register(cx.waker());
+            }
             let blocked = shared.write_blocked.load(Ordering::Relaxed);
             let next = if shared.tracked() {
                 next_due(&shared.lock(), blocked, &ctx.limits, accepted, &drain)
@@ -318,7 +342,10 @@ where
                 tracing::debug!(%peer, error = %e, "connection error");
                 break CloseReason::Error;
             }
-            Event::Phase => notified.set(ctx.phase.notify.notified()),
+            Event::Phase => {
+                notified.set(ctx.phase.notify.notified());
+                notified_with = None;
+            }
             Event::Due => {
                 let now = Instant::now();
                 let (h2, next) = {

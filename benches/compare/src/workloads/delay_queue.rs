@@ -9,7 +9,7 @@
 //!   operation too). Wall time of each phase: ops/s of each and of all 2.5M. The random
 //!   sequence is the same for both queues (a fixed-seed xorshift), and the deadlines are
 //!   computed before timing from an instant read just before (no clock read in the timed
-//!   loops). Dropping the queue is not timed. Issue 11's target: at least 2x tokio-util's
+//!   loops). Dropping the queue is not timed. The target: at least 2x tokio-util's
 //!   ops/s over all operations.
 //! - **expiry**: 1M items due over 1 s (from 50 ms on), taken out through the `Stream` until
 //!   the queue is empty: items per CPU-second of the thread that runs the runtime
@@ -41,7 +41,7 @@ pub(crate) const WORKLOAD: Workload = Workload {
     run,
 };
 
-/// Issue 11's target: our ops/s over tokio-util's, over all operations, at least this.
+/// The target: our ops/s over tokio-util's, over all operations, at least this.
 const TARGET_RATIO: f64 = 2.0;
 
 type Ours = tokio_timing_wheel::DelayQueue<u64>;

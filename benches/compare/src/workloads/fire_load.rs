@@ -1,4 +1,4 @@
-//! fire-load: how late timers fire on a saturated runtime (issue 9's table).
+//! fire-load: how late timers fire on a saturated runtime (as a loaded service sees it).
 //!
 //! A runtime (the multi-thread one, `--workers`, 2 by default; and separately `current_thread`),
 //! 10 000 sleeps with deadlines spread over 1 s after a lead, ALL registered while the runtime

@@ -12,7 +12,7 @@
 //! `/proc/self/task/*/schedstat` (ns, brought up to date at the scheduler's ticks: a few ms
 //! per thread, about 1% of the full run); the wall time says whether the ticks kept up.
 //!
-//! Issue 11's target: ours at most half of Tokio's CPU per tick.
+//! The target: ours at most half of Tokio's CPU per tick.
 
 use std::future::{pending, poll_fn, Future};
 use std::sync::atomic::AtomicU32;
@@ -37,7 +37,7 @@ pub(crate) const WORKLOAD: Workload = Workload {
 
 const PERIOD: Duration = Duration::from_millis(10);
 
-/// Issue 11's target: our CPU per tick over Tokio's, at most this.
+/// The target: our CPU per tick over Tokio's, at most this.
 const TARGET_RATIO: f64 = 0.5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
