@@ -19,11 +19,14 @@
 //! shared between threads takes per register + cancel and a wheel inside a worker does not
 //! (the alt timer's lives in the worker's core, out of reach of a crate): two uncontended lock
 //! round trips (ours locks the shard to file the entry and again to remove it) and the
-//! increment and decrement of the future's reference to its shard, timed alone in a loop the
-//! same way.
+//! increment and decrement of the future's reference to its shard. Timed alone in a loop the
+//! same way, and added to the alt timer's own timeout (a per-thread `Arc<Mutex>` standing for
+//! the shard: cloned at creation, locked on first poll and on drop), where it costs what it
+//! costs in a real operation.
 
 use std::future::Future;
 use std::hint::black_box;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::select;
@@ -57,12 +60,14 @@ enum System {
     OursTimer,
     Tokio,
     TokioAlt,
+    /// The alt timer's timeout plus a shared wheel's locking (see the module docs).
+    TokioAltLocked,
     Pingora,
     FuturesTimer,
     AsyncIo,
 }
 
-const SYSTEMS: [System; 10] = [
+const SYSTEMS: [System; 11] = [
     System::ClockRead,
     System::Locking,
     System::Baseline,
@@ -70,6 +75,7 @@ const SYSTEMS: [System; 10] = [
     System::OursTimer,
     System::Tokio,
     System::TokioAlt,
+    System::TokioAltLocked,
     System::Pingora,
     System::FuturesTimer,
     System::AsyncIo,
@@ -94,6 +100,7 @@ impl System {
             System::OursTimer => "ours: Timer::timeout",
             System::Tokio => "tokio::time::timeout",
             System::TokioAlt => "tokio::time::timeout (alt timer)",
+            System::TokioAltLocked => "alt timer + a shared wheel's locking",
             System::Pingora => "pingora fast_timeout",
             System::FuturesTimer => "futures-timer Delay",
             System::AsyncIo => "async-io Timer",
@@ -112,7 +119,7 @@ impl System {
             return Some([ns, ns]);
         }
         let flavor = match self {
-            System::TokioAlt => Flavor::MultiThreadAltTimer,
+            System::TokioAlt | System::TokioAltLocked => Flavor::MultiThreadAltTimer,
             _ => Flavor::MultiThread,
         };
         let at = |tasks| -> Option<f64> {
@@ -135,6 +142,16 @@ impl System {
                 System::Tokio | System::TokioAlt => {
                     b.run(|| |f| tokio::time::timeout(RPC_TIMEOUT, f))
                 }
+                System::TokioAltLocked => b.run(|| {
+                    |f| {
+                        let shard = SHARD.with(Arc::clone);
+                        async move {
+                            *shard.lock().unwrap() += 1; // "file" the entry
+                            let _removed = Removed(shard);
+                            tokio::time::timeout(RPC_TIMEOUT, f).await
+                        }
+                    }
+                }),
                 System::Pingora => {
                     b.run(|| |f| pingora_timeout::fast_timeout::fast_timeout(RPC_TIMEOUT, f))
                 }
@@ -145,6 +162,21 @@ impl System {
             }
         };
         Some([at(1)?, at(ctx.tasks)?])
+    }
+}
+
+thread_local! {
+    /// Stands for this thread's shard in `TokioAltLocked`.
+    static SHARD: Arc<Mutex<u64>> = Arc::new(Mutex::new(0));
+}
+
+/// Drops with the `TokioAltLocked` future: "removes" its entry (a lock round trip), then lets
+/// go of the shard (a reference-count decrement).
+struct Removed(Arc<Mutex<u64>>);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() -= 1;
     }
 }
 
@@ -228,8 +260,8 @@ fn locking_ns(workers: usize, n: usize) -> f64 {
     let rt = Flavor::MultiThread.runtime(workers, "locking");
     let ns = rt.block_on(async move {
         tokio::spawn(async move {
-            let shard = std::sync::Arc::new(std::sync::Mutex::new(0u64));
-            let once = |shard: &std::sync::Arc<std::sync::Mutex<u64>>| {
+            let shard = Arc::new(Mutex::new(0u64));
+            let once = |shard: &Arc<Mutex<u64>>| {
                 let r = black_box(shard.clone());
                 *r.lock().unwrap() += 1;
                 *r.lock().unwrap() -= 1;
@@ -359,6 +391,17 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         true,
         rate,
     );
+    match of(System::TokioAltLocked) {
+        Some(p) => summary.add_all(
+            &both,
+            System::TokioAltLocked.name(),
+            &ours,
+            &p.medians(),
+            true,
+            rate,
+        ),
+        None => summary.add_unmeasured(&both, System::TokioAltLocked.name(), ALT_TIMER_MISSING),
+    }
     if let Some(gap) = alt_gap {
         summary.add_text(
             "timer cost/op over the alt timer's, 1 task, against the locking floor",
