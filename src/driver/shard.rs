@@ -217,13 +217,13 @@ impl Shard {
 
     #[cold]
     fn sweep_inbox(&self, wheel: &mut WakerWheel) -> Vec<Waker> {
-        let keys = std::mem::take(&mut *lock(&self.inbox.keys));
+        // Drained in place, so the inbox keeps its capacity (it is refilled by other threads:
+        // a new buffer each time would be allocated there and freed here). Each key was handed
+        // over by its entry's owner, which gave the entry up: nothing else removes it before
+        // this (a pass cannot reach it, see `cancel_entry`).
+        let mut keys = lock(&self.inbox.keys);
         self.inbox.len.fetch_sub(keys.len(), AcqRel);
-        // Each key was handed over by its entry's owner, which gave the entry up: nothing
-        // else removes it before this (a pass cannot reach it, see `cancel_entry`).
-        keys.into_iter()
-            .filter_map(|key| wheel.remove(key))
-            .collect()
+        keys.drain(..).filter_map(|key| wheel.remove(key)).collect()
     }
 
     /// Whether `key` is still pending; if so, makes sure `waker` (or a clone of it) is the one
@@ -369,6 +369,7 @@ impl Shard {
         let swept = self.sweep(&mut wheel);
         let wakers = wheel.drain_all();
         wheel.shrink_to_fit();
+        lock(&self.inbox.keys).shrink_to_fit();
         drop(wheel);
         drop(swept);
         wakers
