@@ -34,8 +34,9 @@ pub(crate) struct Shard {
 }
 
 /// Keys of one-shot entries cancelled while another thread held the wheel's lock (the
-/// shard's own worker registering, or a pass): removed from the wheel by the next holder of
-/// that lock, before it files or fires anything, so a cancel from another worker never waits
+/// shard's own worker registering, or a pass): removed from the wheel by the shard's next
+/// registration (before it files anything), its next pass (before it fires anything), a
+/// shutdown's drain or `Timer::shrink_to_fit`, so a cancel from another worker never waits
 /// behind the shard's owner. See [`Shard::cancel_entry`].
 ///
 /// On lines of its own: other threads write it, the shard's owner only reads `len` on each
@@ -163,10 +164,11 @@ impl Shard {
     ///
     /// With the wheel's lock free, the entry is removed at once. If another thread holds it
     /// (the shard's worker registering, or a pass), the cancel is handed over instead of
-    /// waiting: the key goes to the inbox, which every holder of the lock sweeps before it
-    /// files or fires anything, and the slot is given back now. Why the entry can then never
-    /// fire: a pass stores `fired_through` before it sweeps, at each lock hold, and the
-    /// inbox's lock orders the sweep and this hand-over. A sweep that comes first published
+    /// waiting: the key goes to the inbox, which the shard's next registration, pass or
+    /// drain sweeps before it files or fires anything, and the slot is given back now. Why
+    /// the entry can then never fire: a pass stores `fired_through` before it sweeps, at each
+    /// lock hold, always through the inbox's lock, which orders the sweep and this
+    /// hand-over. A sweep that comes first published
     /// its time before it, so this thread reads it, and hands over only if `units` is later
     /// (that pass and every earlier one stop short of the entry); a sweep that comes later
     /// finds the key and removes the entry before its pass fires anything. A shutdown sets its
@@ -206,7 +208,9 @@ impl Shard {
     /// Removes the entries whose cancels were handed over (see
     /// [`cancel_entry`](Self::cancel_entry)), under the wheel's lock: their wakers, to be
     /// dropped after it (a waker's drop is user code). Nothing, without a lock, if the inbox
-    /// is empty.
+    /// looks empty: for a registration, which only reclaims memory, a key handed over at this
+    /// very moment can wait for the next sweep. A pass or a drain, which must never fire a
+    /// handed-over entry, calls [`sweep_inbox`](Self::sweep_inbox), which takes the lock.
     #[inline]
     fn sweep(&self, wheel: &mut WakerWheel) -> Vec<Waker> {
         if self.inbox.len.load(Acquire) == 0 {
@@ -215,8 +219,8 @@ impl Shard {
         self.sweep_inbox(wheel)
     }
 
-    #[cold]
-    fn sweep_inbox(&self, wheel: &mut WakerWheel) -> Vec<Waker> {
+    /// [`sweep`](Self::sweep), always through the inbox's lock.
+    pub(crate) fn sweep_inbox(&self, wheel: &mut WakerWheel) -> Vec<Waker> {
         // Drained in place, so the inbox keeps its capacity (it is refilled by other threads:
         // a new buffer each time would be allocated there and freed here). Each key was handed
         // over by its entry's owner, which gave the entry up: nothing else removes it before
@@ -324,8 +328,9 @@ impl Shard {
             if now > self.fired_through.load(Relaxed) {
                 self.fired_through.store(now, Release);
             }
-            // After the store: see `cancel_entry`.
-            let swept = self.sweep(&mut wheel);
+            // After the store, and through the inbox's lock, which orders this sweep against
+            // every hand-over: see `cancel_entry`.
+            let swept = self.sweep_inbox(&mut wheel);
             let cascades_before = wheel.stats().cascades;
             let mut budget = BATCH;
             let mut slots = 0;
@@ -366,7 +371,8 @@ impl Shard {
     /// Handed-over cancels are swept first: those entries are not woken.
     pub(crate) fn drain(&self) -> Vec<Waker> {
         let mut wheel = self.lock();
-        let swept = self.sweep(&mut wheel);
+        // Through the inbox's lock, after the shutdown flag was set: see `cancel_entry`.
+        let swept = self.sweep_inbox(&mut wheel);
         let wakers = wheel.drain_all();
         wheel.shrink_to_fit();
         lock(&self.inbox.keys).shrink_to_fit();

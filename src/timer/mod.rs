@@ -174,7 +174,11 @@ impl Timer {
     /// ```
     pub fn shrink_to_fit(&self) {
         for shard in self.shards.iter() {
-            shard.lock().shrink_to_fit();
+            let mut wheel = shard.lock();
+            let swept = shard.sweep_inbox(&mut wheel);
+            wheel.shrink_to_fit();
+            drop(wheel);
+            drop(swept);
         }
     }
 
