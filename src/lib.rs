@@ -30,14 +30,16 @@
 //! choose the tick, wheel size or a `max_pending` limit.
 //!
 //! The timer futures find the default timer through a per-thread cache keyed by task, so a
-//! task on a multi-thread runtime pays no runtime lookup after its first timer. One
-//! consequence, in a corner Tokio discourages: a task that enters a second multi-thread
-//! runtime (`block_on` inside `block_in_place`, `Handle::enter`) may keep using the timer of
-//! whichever of the two it first used on that thread, where `tokio::time` would use the
-//! runtime entered. That timer fires on its own runtime's workers while it lives; once that
-//! runtime shuts down, its pending timers resolve as shut down and the task's next calls find
-//! their own runtime's timer. A current-thread runtime's timer is always found by the runtime
-//! entered, and [`spawn_after`]/[`spawn_at`] always spawn on the current runtime.
+//! task on a multi-thread runtime pays no runtime lookup after its first timer on a thread.
+//! One consequence, in corners Tokio discourages: a task of a multi-thread runtime that
+//! enters another runtime (`block_on` inside `block_in_place`, `Handle::enter`), or a
+//! `LocalSet` driven by one multi-thread runtime and then by another, may use the timer of
+//! the multi-thread runtime it first used on that thread, where `tokio::time` would use the
+//! runtime entered. That timer's own workers fire it while it lives; if that runtime shuts
+//! down first, its pending timers resolve as shut down, and later calls find the current
+//! runtime's timer. Builds with Tokio's `test-util` feature, where a runtime may keep a
+//! paused clock of its own, skip the cache, and [`spawn_after`]/[`spawn_at`] always spawn on
+//! the current runtime.
 //!
 //! # Migrating from `tokio::time` and tokio-util
 //!
@@ -91,6 +93,11 @@
 //! - **Re-polls are cheap.** A pending sleep or timeout polled again by the same task (a
 //!   request timeout at every wake of its handler) reads two atomics, as Tokio's does: no lock,
 //!   no reference count. A new task's waker is swapped in under the shard's lock.
+//! - **Cancels free at once, and never wait.** Dropping a pending sleep or timeout removes it
+//!   from the wheel, freeing its memory and its `max_pending` slot. A drop on another thread
+//!   while the shard's own worker holds its lock is handed over instead of waiting: at once
+//!   the timer can never fire, leaves [`Timer::pending`] and frees its slot, and its memory is
+//!   reclaimed by that shard's next registration or firing pass.
 //! - **Idle costs nothing**: with no timer pending the timer holds no Tokio sleep at all; an
 //!   hour-long timer costs a handful of wakeups (one per level on its way down).
 //! - **Horizon.** A timer counts nanoseconds since it was built in a `u64`: deadlines more than
@@ -123,7 +130,13 @@
 //!   behind its own mutex. A thread always registers into the same shard, so workers
 //!   registering and cancelling at high rates do not contend with each other; a future
 //!   remembers its shard and cancels there, from any thread. This is what Tokio's single
-//!   driver lock (tokio#6504, #7226) cannot do.
+//!   driver lock (tokio#6504, #7226) cannot do. A cancel that finds the shard's lock taken
+//!   (work stealing moved the future to another worker, whose drop races the shard's own
+//!   registrations) hands its key to the shard's inbox instead of waiting; whoever takes the
+//!   lock next removes it before filing or firing anything.
+//! - **Finding the default timer.** The free functions look up the current runtime's timer
+//!   once per task and thread (a task's later timers skip the runtime-handle clone, whose
+//!   reference count every worker touches); see the note under the quick start.
 //! - **Firing, where Tokio fires its own timers.** A timer owns one Tokio sleep, the alarm, set
 //!   for the earliest bucket of any shard and polled with the timer's own waker, not a task's.
 //!   Tokio fires it in a worker's park or maintenance (every 61 polls on a busy worker), and

@@ -87,6 +87,9 @@ fn shard_of(handle: Handle) -> Arc<Shard> {
 #[track_caller]
 #[inline]
 pub(crate) fn current_shard_of_task() -> Arc<Shard> {
+    if !task_cache_enabled() {
+        return current_shard();
+    }
     let Some(task) = tokio::task::try_id() else {
         return current_shard();
     };
@@ -108,6 +111,26 @@ pub(crate) fn current_shard_of_task() -> Arc<Shard> {
         BY_TASK.with(|c| c.borrow_mut()[slot] = Some((task, shard.clone())));
     }
     shard
+}
+
+/// Whether the per-task cache is used: not where runtimes may keep paused clocks of their own
+/// (Tokio's `test-util`), as a task's cached timer, found on its multi-thread runtime, would
+/// then run on another clock than the runtime it enters (a paused current-thread runtime's
+/// `block_on` inside `block_in_place`); those builds are tests, which need exact semantics
+/// more than the nanoseconds.
+fn task_cache_enabled() -> bool {
+    #[cfg(test)]
+    if FORCE_TASK_CACHE.with(std::cell::Cell::get) {
+        return true;
+    }
+    !crate::clock::clocks_can_pause()
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Turns the per-task cache on in this crate's unit tests, which build Tokio with
+    /// `test-util` (set on each worker thread by the runtime's `on_thread_start`).
+    static FORCE_TASK_CACHE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// The slot of `task` in `BY_TASK`. Task ids are a counter: their low bits spread tasks over
@@ -150,4 +173,88 @@ pub(crate) fn current_timer(handle: Handle) -> Timer {
     tracing::debug!(runtime = %id, "default timer created");
     registry.push((id, timer.clone()));
     timer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
+        let mut b = if multi_thread {
+            tokio::runtime::Builder::new_multi_thread()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+        };
+        b.worker_threads(2)
+            .enable_time()
+            .on_thread_start(|| FORCE_TASK_CACHE.with(|f| f.set(true)))
+            .build()
+            .unwrap()
+    }
+
+    /// What this thread's cache holds for the current task, if anything.
+    fn cached() -> Option<Arc<Shard>> {
+        let task = tokio::task::try_id()?;
+        BY_TASK.with(|c| match &c.borrow()[task_slot(task)] {
+            Some((id, shard)) if *id == task => Some(shard.clone()),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_task_on_a_multi_thread_runtime_finds_its_shard_in_the_cache() {
+        let rt = runtime(true);
+        rt.block_on(async {
+            tokio::spawn(async {
+                FORCE_TASK_CACHE.with(|f| f.set(true));
+                assert!(cached().is_none(), "nothing cached before the first lookup");
+                let first = current_shard_of_task();
+                let by_runtime = current_shard();
+                assert!(Arc::ptr_eq(&first, &by_runtime), "the runtime's shard");
+                let again = current_shard_of_task();
+                assert!(Arc::ptr_eq(&again, &first));
+                let hit = cached().expect("cached after the first lookup");
+                assert!(Arc::ptr_eq(&hit, &first));
+            })
+            .await
+            .unwrap();
+        });
+    }
+
+    #[test]
+    fn a_current_thread_runtimes_timer_is_never_cached() {
+        let rt = runtime(false);
+        FORCE_TASK_CACHE.with(|f| f.set(true));
+        rt.block_on(async {
+            tokio::spawn(async {
+                let shard = current_shard_of_task();
+                assert!(Arc::ptr_eq(&shard, &current_shard()));
+                assert!(
+                    cached().is_none(),
+                    "a current-thread runtime's timer was cached"
+                );
+            })
+            .await
+            .unwrap();
+        });
+        FORCE_TASK_CACHE.with(|f| f.set(false));
+    }
+
+    #[test]
+    fn a_shut_down_timer_is_not_handed_out_from_the_cache() {
+        let rt = runtime(true);
+        rt.block_on(async {
+            tokio::spawn(async {
+                FORCE_TASK_CACHE.with(|f| f.set(true));
+                let first = current_shard_of_task();
+                assert!(cached().is_some());
+                first.driver().shutdown();
+                let next = current_shard_of_task();
+                assert!(!Arc::ptr_eq(&next, &first), "a shut-down timer handed out");
+                assert!(!next.is_shutdown());
+            })
+            .await
+            .unwrap();
+        });
+    }
 }

@@ -413,3 +413,43 @@ fn a_task_visiting_another_multi_thread_runtime_still_sleeps_on_time() {
         elapsed.1
     );
 }
+
+/// A paused current-thread runtime entered inside a multi-thread task (`block_in_place` +
+/// `block_on`) runs its sleeps on its own paused clock, also after the task used the outer
+/// runtime's timer: auto-advance completes an hour's sleep at once, before a two-hour Tokio
+/// timeout on the same clock.
+#[test]
+fn a_paused_runtime_entered_inside_a_task_sleeps_on_its_own_clock() {
+    let on_time = with_watchdog(Duration::from_secs(20), || {
+        let rt_a = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt_a.block_on(async {
+            tokio::spawn(async {
+                // The outer runtime's timer, used first by this task on this thread.
+                sleep_wheel(Duration::from_millis(1)).await;
+                drop(sleep_wheel(Duration::from_millis(1)));
+                tokio::task::block_in_place(|| {
+                    let rt_b = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .start_paused(true)
+                        .build()
+                        .unwrap();
+                    rt_b.block_on(async {
+                        tokio::time::timeout(
+                            Duration::from_secs(7200),
+                            sleep_wheel(Duration::from_secs(3600)),
+                        )
+                        .await
+                        .is_ok()
+                    })
+                })
+            })
+            .await
+            .unwrap()
+        })
+    });
+    assert!(on_time, "the sleep ran on the outer runtime's real clock");
+}
