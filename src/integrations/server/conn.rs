@@ -270,8 +270,18 @@ where
     // Only the keep-alive clock is started from outside the task's poll of hyper (an HTTP/2
     // stream's response ending): without that limit nothing needs to wake the task.
     let wakes = shared.keep_alive;
+    // The phase `notified` was made under: once the phase moves on (whichever way it is
+    // noticed, here or through `notified`), a fresh `Notified` waits for the next change, or
+    // a completed one, never polled again, would leave the task deaf to it.
+    let mut notified_under = RUNNING;
     let reason = loop {
+        if ctx.phase.get() != notified_under {
+            notified.set(ctx.phase.notify.notified());
+            notified_with = None;
+        }
+        // Read after the fresh `Notified` exists: a change after this read reaches it.
         let phase = ctx.phase.get();
+        notified_under = phase;
         match phase {
             RUNNING => {}
             DRAINING if drain.cause.is_none() => {
@@ -342,10 +352,8 @@ where
                 tracing::debug!(%peer, error = %e, "connection error");
                 break CloseReason::Error;
             }
-            Event::Phase => {
-                notified.set(ctx.phase.notify.notified());
-                notified_with = None;
-            }
+            // `notified` has completed: the loop's top makes a fresh one.
+            Event::Phase => notified_under = u8::MAX,
             Event::Due => {
                 let now = Instant::now();
                 let (h2, next) = {
