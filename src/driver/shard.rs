@@ -44,6 +44,10 @@ pub(crate) struct Shard {
 #[repr(align(128))]
 struct Inbox {
     keys: Mutex<Vec<Key>>,
+    /// The buffer a sweep swaps with `keys`, touched only under the wheel's lock: the inbox's
+    /// own lock is held for the swap alone (cancelling threads wait on it), and neither
+    /// buffer is reallocated from one burst to the next.
+    spare: Mutex<Vec<Key>>,
     /// How many keys `keys` holds: read without its lock, so a registration with nothing to
     /// sweep pays one load, and `len()` leaves handed-over entries out.
     len: AtomicUsize,
@@ -66,6 +70,7 @@ impl Shard {
             fired_through: AtomicU64::new(0),
             inbox: Inbox {
                 keys: Mutex::new(Vec::new()),
+                spare: Mutex::new(Vec::new()),
                 len: AtomicUsize::new(0),
             },
             driver,
@@ -221,12 +226,17 @@ impl Shard {
 
     /// [`sweep`](Self::sweep), always through the inbox's lock.
     pub(crate) fn sweep_inbox(&self, wheel: &mut WakerWheel) -> Vec<Waker> {
-        // Drained in place, so the inbox keeps its capacity (it is refilled by other threads:
-        // a new buffer each time would be allocated there and freed here). Each key was handed
-        // over by its entry's owner, which gave the entry up: nothing else removes it before
-        // this (a pass cannot reach it, see `cancel_entry`).
-        let mut keys = lock(&self.inbox.keys);
-        self.inbox.len.fetch_sub(keys.len(), AcqRel);
+        // Swapped out, so cancelling threads wait on the inbox's lock for the swap only, and
+        // both buffers keep their capacity (a new one each time would be allocated by a
+        // cancelling thread and freed here). Each key was handed over by its entry's owner,
+        // which gave the entry up: nothing else removes it before this (a pass cannot reach
+        // it, see `cancel_entry`).
+        let mut keys = lock(&self.inbox.spare);
+        {
+            let mut inbox = lock(&self.inbox.keys);
+            std::mem::swap(&mut *inbox, &mut *keys);
+            self.inbox.len.fetch_sub(keys.len(), AcqRel);
+        }
         keys.drain(..).filter_map(|key| wheel.remove(key)).collect()
     }
 
@@ -376,6 +386,7 @@ impl Shard {
         let wakers = wheel.drain_all();
         wheel.shrink_to_fit();
         lock(&self.inbox.keys).shrink_to_fit();
+        lock(&self.inbox.spare).shrink_to_fit();
         drop(wheel);
         drop(swept);
         wakers
