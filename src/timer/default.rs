@@ -175,7 +175,7 @@ pub(crate) fn current_timer(handle: Handle) -> Timer {
     timer
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
