@@ -95,9 +95,10 @@
 //!   no reference count. A new task's waker is swapped in under the shard's lock.
 //! - **Cancels free at once, and never wait.** Dropping a pending sleep or timeout removes it
 //!   from the wheel, freeing its memory and its `max_pending` slot. A drop on another thread
-//!   while the shard's own worker holds its lock is handed over instead of waiting: at once
-//!   the timer can never fire, leaves [`Timer::pending`] and frees its slot, and its memory is
-//!   reclaimed by that shard's next registration or firing pass.
+//!   while the shard's own worker holds its lock is handed over instead of waiting (unless a
+//!   firing pass may have reached the timer's deadline; then it waits, as any cancel did): at
+//!   once the timer can never fire, leaves [`Timer::pending`] and frees its slot, and its
+//!   memory is reclaimed by that shard's next registration or firing pass.
 //! - **Idle costs nothing**: with no timer pending the timer holds no Tokio sleep at all; an
 //!   hour-long timer costs a handful of wakeups (one per level on its way down).
 //! - **Horizon.** A timer counts nanoseconds since it was built in a `u64`: deadlines more than
