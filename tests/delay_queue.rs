@@ -17,7 +17,7 @@ use tokio_timing_wheel::Timer;
 
 mod common;
 use common::alloc::allocations;
-use common::{ms, panic_message, settle, step};
+use common::{ms, panic_message, paused_runtime, settle, step};
 
 #[global_allocator]
 static ALLOC: common::alloc::Counting = common::alloc::Counting;
@@ -992,14 +992,6 @@ async fn expiring_after_idle_gaps_allocates_nothing() {
     if !cfg!(debug_assertions) {
         assert_eq!(allocated, 0, "allocations in 35 expiries after idle gaps");
     }
-}
-
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
 }
 
 /// A queue made by `new` waits on its runtime's default timer; that runtime goes: polled on

@@ -17,7 +17,7 @@ use tokio_timing_wheel::{interval, interval_at, Interval, MissedTickBehavior, Ti
 
 mod common;
 use common::alloc::allocations;
-use common::{ms, panic_message, settle, step, XorShift};
+use common::{ms, panic_message, paused_runtime, settle, step, XorShift};
 
 #[global_allocator]
 static ALLOC: common::alloc::Counting = common::alloc::Counting;
@@ -742,14 +742,6 @@ async fn long_periods_allocate_nothing_per_tick() {
             assert_eq!(allocated, 0, "allocations in 50 ticks of {period:?}");
         }
     }
-}
-
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
 }
 
 /// The interval's runtime shuts down (and its default timer with it): polled on another

@@ -17,6 +17,15 @@ pub(crate) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// A current-thread runtime whose clock starts paused.
+pub(crate) fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 /// The yields [`settle`] and [`step`] make.
 pub(crate) const SETTLE_YIELDS: usize = 20;
 

@@ -11,7 +11,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use tokio_timing_wheel::{sleep_wheel, Sleep, Timer, TimerError};
 
 use crate::common::{ms, step};
-use crate::{paused_current_thread, with_watchdog};
+use crate::{paused_runtime, with_watchdog};
 
 const YEAR: Duration = Duration::from_secs(365 * 86_400);
 const DAY: Duration = Duration::from_secs(86_400);
@@ -213,7 +213,7 @@ async fn spawn_at_a_century_away_can_be_cancelled_and_frees_its_slot() {
 #[test]
 fn a_deadline_beyond_thirty_years_fires_without_spinning() {
     let elapsed = with_watchdog(Duration::from_secs(20), || {
-        let rt = paused_current_thread();
+        let rt = paused_runtime();
         rt.block_on(async {
             let start = Instant::now();
             let century = Duration::from_secs(100 * 365 * 86_400);

@@ -14,7 +14,7 @@ use tokio_timing_wheel::{
 };
 
 use crate::common::{ms, settle};
-use crate::{current_thread, multi_thread, with_watchdog};
+use crate::{current_thread, multi_thread, paused_runtime, with_watchdog};
 
 /// Timers registered before the runtime shuts down, in
 /// [`runtime_shut_down_mid_flight_resolves_every_delayed_task`].
@@ -327,80 +327,65 @@ async fn a_timeout_outliving_every_timer_handle_still_times_out_at_its_deadline(
     );
 }
 
+/// Runs `task()` as a task of a fresh multi-thread runtime of `workers` workers (so it may
+/// `block_in_place`), under a watchdog: a hang fails the test instead of stalling it.
+fn on_a_multi_thread_task<F>(workers: usize, task: impl FnOnce() -> F + Send + 'static) -> F::Output
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    with_watchdog(Duration::from_secs(20), move || {
+        multi_thread(workers).block_on(async move { tokio::spawn(task()).await.unwrap() })
+    })
+}
+
 /// A task that enters another runtime inside `block_in_place` must not leave that runtime's
 /// timer behind for its later calls when that runtime only runs inside its `block_on` (a
 /// current-thread one): its timer would never fire again.
 #[test]
 fn a_task_visiting_another_runtime_keeps_its_own_default_timer() {
-    let fired = with_watchdog(Duration::from_secs(20), || {
-        let rt_a = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt_a.block_on(async {
-            tokio::spawn(async {
-                let rt_b = tokio::task::block_in_place(|| {
-                    let rt_b = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .unwrap();
-                    rt_b.block_on(sleep_wheel(Duration::from_millis(1)));
-                    rt_b
-                });
-                // Back on runtime A (rt_b is alive but not driven).
-                let r = tokio::time::timeout(
-                    Duration::from_secs(5),
-                    sleep_wheel(Duration::from_millis(10)),
-                )
-                .await;
-                tokio::task::block_in_place(|| drop(rt_b));
-                r.is_ok()
-            })
-            .await
-            .unwrap()
-        })
+    let fired = on_a_multi_thread_task(2, || async {
+        let rt_b = tokio::task::block_in_place(|| {
+            let rt_b = current_thread();
+            rt_b.block_on(sleep_wheel(Duration::from_millis(1)));
+            rt_b
+        });
+        // Back on runtime A (rt_b is alive but not driven).
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            sleep_wheel(Duration::from_millis(10)),
+        )
+        .await;
+        tokio::task::block_in_place(|| drop(rt_b));
+        r.is_ok()
     });
     assert!(fired, "the sleep on runtime A never fired");
 }
 
 /// A task whose first timer call runs inside a nested multi-thread runtime may keep that
-/// runtime's timer for its later calls on this thread (the per-task lookup cache); that timer
-/// fires while its runtime lives, and once the runtime is gone the task's calls find their own
-/// runtime's timer again: no hang, nothing early.
+/// runtime's timer for its later calls on this thread (the per-task lookup cache of builds
+/// without Tokio's `test-util`; these tests have it, so here every call looks the runtime
+/// up, and the test holds the behaviour both ways): the timer fires while its runtime lives,
+/// and once the runtime is gone the task's calls find their own runtime's timer again: no
+/// hang, nothing early.
 #[test]
 fn a_task_visiting_another_multi_thread_runtime_still_sleeps_on_time() {
-    let elapsed = with_watchdog(Duration::from_secs(20), || {
-        let rt_a = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt_a.block_on(async {
-            tokio::spawn(async {
-                let rt_b = tokio::task::block_in_place(|| {
-                    let rt_b = tokio::runtime::Builder::new_multi_thread()
-                        .worker_threads(1)
-                        .enable_all()
-                        .build()
-                        .unwrap();
-                    rt_b.block_on(sleep_wheel(Duration::from_millis(1)));
-                    rt_b
-                });
-                // Back on runtime A, while B lives.
-                let start = tokio::time::Instant::now();
-                sleep_wheel(Duration::from_millis(10)).await;
-                let first = start.elapsed();
-                tokio::task::block_in_place(|| drop(rt_b));
-                // B is gone, and its timer with it.
-                let start = tokio::time::Instant::now();
-                let sleep = sleep_wheel(Duration::from_millis(20));
-                sleep.await;
-                (first, start.elapsed())
-            })
-            .await
-            .unwrap()
-        })
+    let elapsed = on_a_multi_thread_task(1, || async {
+        let rt_b = tokio::task::block_in_place(|| {
+            let rt_b = multi_thread(1);
+            rt_b.block_on(sleep_wheel(Duration::from_millis(1)));
+            rt_b
+        });
+        // Back on runtime A, while B lives.
+        let start = tokio::time::Instant::now();
+        sleep_wheel(Duration::from_millis(10)).await;
+        let first = start.elapsed();
+        tokio::task::block_in_place(|| drop(rt_b));
+        // B is gone, and its timer with it.
+        let start = tokio::time::Instant::now();
+        let sleep = sleep_wheel(Duration::from_millis(20));
+        sleep.await;
+        (first, start.elapsed())
     });
     assert!(
         elapsed.0 >= Duration::from_millis(10),
@@ -420,35 +405,19 @@ fn a_task_visiting_another_multi_thread_runtime_still_sleeps_on_time() {
 /// timeout on the same clock.
 #[test]
 fn a_paused_runtime_entered_inside_a_task_sleeps_on_its_own_clock() {
-    let on_time = with_watchdog(Duration::from_secs(20), || {
-        let rt_a = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt_a.block_on(async {
-            tokio::spawn(async {
-                // The outer runtime's timer, used first by this task on this thread.
-                sleep_wheel(Duration::from_millis(1)).await;
-                drop(sleep_wheel(Duration::from_millis(1)));
-                tokio::task::block_in_place(|| {
-                    let rt_b = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .start_paused(true)
-                        .build()
-                        .unwrap();
-                    rt_b.block_on(async {
-                        tokio::time::timeout(
-                            Duration::from_secs(7200),
-                            sleep_wheel(Duration::from_secs(3600)),
-                        )
-                        .await
-                        .is_ok()
-                    })
-                })
+    let on_time = on_a_multi_thread_task(2, || async {
+        // The outer runtime's timer, used first by this task on this thread.
+        sleep_wheel(Duration::from_millis(1)).await;
+        drop(sleep_wheel(Duration::from_millis(1)));
+        tokio::task::block_in_place(|| {
+            paused_runtime().block_on(async {
+                tokio::time::timeout(
+                    Duration::from_secs(7200),
+                    sleep_wheel(Duration::from_secs(3600)),
+                )
+                .await
+                .is_ok()
             })
-            .await
-            .unwrap()
         })
     });
     assert!(on_time, "the sleep ran on the outer runtime's real clock");

@@ -23,7 +23,7 @@ mod lifetime;
 mod panics_on_drop;
 mod wakers;
 
-use common::with_watchdog;
+use common::{paused_runtime, with_watchdog};
 
 /// Keeps the panics these tests cause on purpose (their messages say "on purpose") out of the
 /// output; any other panic is reported as usual.
@@ -56,15 +56,6 @@ fn multi_thread(workers: usize) -> tokio::runtime::Runtime {
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// A current-thread runtime whose clock starts paused.
-fn paused_current_thread() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
         .build()
         .unwrap()
 }

@@ -13,7 +13,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use tokio_timing_wheel::{DelayedTask, Sleep, Timer};
 
 use crate::common::{ms, poll_with, settle, CountingWaker};
-use crate::{multi_thread, paused_current_thread, quiet_intended_panics, with_watchdog};
+use crate::{multi_thread, paused_runtime, quiet_intended_panics, with_watchdog};
 
 /// A waker that panics when woken (after counting the attempt).
 #[derive(Default)]
@@ -280,7 +280,7 @@ impl Wake for ReentrantWaker {
 #[test]
 fn a_waker_calling_back_into_the_timer_neither_deadlocks_nor_panics() {
     with_watchdog(Duration::from_secs(30), || {
-        let rt = paused_current_thread();
+        let rt = paused_runtime();
         rt.block_on(async {
             let noop = futures::task::noop_waker();
             for shut_down_on_wake in [false, true] {
@@ -407,7 +407,7 @@ impl Wake for DoublePanickingWaker {
 fn a_waker_whose_panic_payload_panics_on_drop_is_contained() {
     quiet_intended_panics();
     with_watchdog(Duration::from_secs(60), || {
-        let rt = paused_current_thread();
+        let rt = paused_runtime();
         let bad = Arc::new(DoublePanickingWaker(AtomicUsize::new(0)));
         let timer = rt.block_on(async { Timer::builder().build().unwrap() });
         let mut sleep = {
