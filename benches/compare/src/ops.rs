@@ -1,6 +1,6 @@
 //! Throughput of a timeout around a future, awaited in a loop by some tasks on a fresh
 //! runtime, optionally beside tasks that keep workers busy: the measurement shared by the
-//! timeout workloads beyond `rpc-timeout` (re-polled timeouts, other runtime situations).
+//! timeout workloads (`rpc-timeout`, re-polled timeouts, other runtime situations).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -45,19 +45,7 @@ impl Loop {
             ..
         } = *self;
         let elapsed = rt.block_on(async move {
-            let stop = Arc::new(AtomicBool::new(false));
-            for _ in 0..spinners {
-                let stop = stop.clone();
-                tokio::spawn(async move {
-                    while !stop.load(Relaxed) {
-                        let t = std::time::Instant::now();
-                        while t.elapsed() < SPIN {
-                            std::hint::spin_loop();
-                        }
-                        tokio::task::yield_now().await;
-                    }
-                });
-            }
+            let stop = spawn_busy(spinners, SPIN);
             let wrap = setup();
             ops(tasks, warmup, inner, wrap.clone()).await;
             let start = std::time::Instant::now();
@@ -69,6 +57,25 @@ impl Loop {
         drop(rt);
         Some((n / tasks * tasks) as f64 / elapsed.as_secs_f64())
     }
+}
+
+/// Spawns `n` tasks that loop `{ spin for spin; yield_now }` until the flag returned is set
+/// (or the runtime drops them at a yield).
+pub(crate) fn spawn_busy(n: usize, spin: Duration) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for _ in 0..n {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            while !stop.load(Relaxed) {
+                let t = std::time::Instant::now();
+                while t.elapsed() < spin {
+                    std::hint::spin_loop();
+                }
+                tokio::task::yield_now().await;
+            }
+        });
+    }
+    stop
 }
 
 async fn ops<I, M, F>(tasks: usize, n: usize, inner: fn() -> I, wrap: M)

@@ -22,13 +22,12 @@
 //! The lead is 100 ms plus twice the time registering the sleepers takes (timed on a tenth of
 //! them just before); the table warns if the load was not running by the first deadline.
 
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Ctx, Workload};
 use crate::lateness::{lateness_stats, Sleepers};
+use crate::ops::spawn_busy;
 use crate::report::{interleaved, print_table, ratios, unmeasured_row, Summary};
 use crate::rt::{run_task, Flavor, ALT_TIMER_MISSING};
 use crate::sleep_systems::{MakeSleep, SleepBench, SleepSystem};
@@ -80,19 +79,7 @@ impl SleepBench for Run {
         Some(run_task(rt, async move {
             let sleepers = Sleepers::spread_over(n, spread, base_lead, make).await;
             sleepers.all_registered().await;
-            let stop = Arc::new(AtomicBool::new(false));
-            for _ in 0..busy {
-                let stop = stop.clone();
-                tokio::spawn(async move {
-                    while !stop.load(Relaxed) {
-                        let t = std::time::Instant::now();
-                        while t.elapsed() < SPIN {
-                            std::hint::spin_loop();
-                        }
-                        tokio::task::yield_now().await;
-                    }
-                });
-            }
+            let stop = spawn_busy(busy, SPIN);
             let load_at = sleepers.start.elapsed();
             sleepers.all_woken().await;
             stop.store(true, Relaxed);

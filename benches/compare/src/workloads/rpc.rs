@@ -24,7 +24,6 @@
 //! the shard: cloned at creation, locked on first poll and on drop), where it costs what it
 //! costs in a real operation.
 
-use std::future::Future;
 use std::hint::black_box;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,6 +33,7 @@ use tokio::time::Instant;
 use tokio_timing_wheel::Timer;
 
 use super::{Ctx, Workload};
+use crate::ops::Loop;
 use crate::poll::PendingOnce;
 use crate::report::{interleaved, print_table, rate, ratio, target, Summary};
 use crate::rt::{Flavor, ALT_TIMER_MISSING};
@@ -123,26 +123,28 @@ impl System {
             _ => Flavor::MultiThread,
         };
         let at = |tasks| -> Option<f64> {
-            let b = Bench {
+            let l = Loop {
                 flavor,
                 workers: ctx.workers,
                 tasks,
                 n,
                 warmup,
+                spinners: 0,
             };
+            let inner = PendingOnce::default;
             match self {
                 System::ClockRead | System::Locking => unreachable!("measured above"),
-                System::Baseline => b.run(|| |f| f),
-                System::Ours => b.run(|| |f| tokio_timing_wheel::timeout(RPC_TIMEOUT, f)),
+                System::Baseline => l.run(inner, || |f| f),
+                System::Ours => l.run(inner, || |f| tokio_timing_wheel::timeout(RPC_TIMEOUT, f)),
                 // The same default timer, held as a handle: no runtime lookup per operation.
-                System::OursTimer => b.run(|| {
+                System::OursTimer => l.run(inner, || {
                     let timer = Timer::current();
                     move |f| timer.timeout(RPC_TIMEOUT, f)
                 }),
                 System::Tokio | System::TokioAlt => {
-                    b.run(|| |f| tokio::time::timeout(RPC_TIMEOUT, f))
+                    l.run(inner, || |f| tokio::time::timeout(RPC_TIMEOUT, f))
                 }
-                System::TokioAltLocked => b.run(|| {
+                System::TokioAltLocked => l.run(inner, || {
                     |f| {
                         let shard = SHARD.with(Arc::clone);
                         async move {
@@ -152,13 +154,15 @@ impl System {
                         }
                     }
                 }),
-                System::Pingora => {
-                    b.run(|| |f| pingora_timeout::fast_timeout::fast_timeout(RPC_TIMEOUT, f))
+                System::Pingora => l.run(inner, || {
+                    |f| pingora_timeout::fast_timeout::fast_timeout(RPC_TIMEOUT, f)
+                }),
+                System::FuturesTimer => l.run(inner, || {
+                    |f| select(f, futures_timer::Delay::new(RPC_TIMEOUT))
+                }),
+                System::AsyncIo => {
+                    l.run(inner, || |f| select(f, async_io::Timer::after(RPC_TIMEOUT)))
                 }
-                System::FuturesTimer => {
-                    b.run(|| |f| select(f, futures_timer::Delay::new(RPC_TIMEOUT)))
-                }
-                System::AsyncIo => b.run(|| |f| select(f, async_io::Timer::after(RPC_TIMEOUT))),
             }
         };
         Some([at(1)?, at(ctx.tasks)?])
@@ -180,107 +184,44 @@ impl Drop for Removed {
     }
 }
 
-/// One measurement: `n` operations over `tasks` tasks, on a fresh runtime.
-struct Bench {
-    flavor: Flavor,
-    workers: usize,
-    tasks: usize,
-    n: usize,
-    warmup: usize,
-}
-
-impl Bench {
-    /// Operations per second. `setup` runs inside the runtime and returns the function that
-    /// wraps each future; `None` if this build has no such runtime.
-    fn run<S, M, F>(&self, setup: S) -> Option<f64>
-    where
-        S: FnOnce() -> M + Send + 'static,
-        M: Fn(PendingOnce) -> F + Clone + Send + 'static,
-        F: Future + Send + 'static,
-    {
-        let rt = self.flavor.build(self.workers, "rpc-bench")?;
-        let (tasks, n, warmup) = (self.tasks, self.n, self.warmup);
-        let elapsed = rt.block_on(async move {
-            let make = setup();
-            ops(tasks, warmup, make.clone()).await;
+/// ns per call of `f`: `n` calls in a loop (after `n / 10` to warm up), in a task of a fresh
+/// runtime.
+fn ns_per_call(workers: usize, n: usize, name: &str, f: impl Fn() + Send + 'static) -> f64 {
+    let rt = Flavor::MultiThread.runtime(workers, name);
+    let ns = rt.block_on(async move {
+        tokio::spawn(async move {
+            for _ in 0..n / 10 {
+                f();
+            }
             let start = std::time::Instant::now();
-            ops(tasks, n, make).await;
-            start.elapsed()
-        });
-        drop(rt);
-        Some((n / tasks * tasks) as f64 / elapsed.as_secs_f64())
-    }
-}
-
-async fn ops<M, F>(tasks: usize, n: usize, make: M)
-where
-    M: Fn(PendingOnce) -> F + Clone + Send + 'static,
-    F: Future + Send + 'static,
-{
-    let per_task = n / tasks;
-    let handles: Vec<_> = (0..tasks)
-        .map(|_| {
-            let make = make.clone();
-            tokio::spawn(async move {
-                for _ in 0..per_task {
-                    black_box(make(PendingOnce::default()).await);
-                }
-            })
+            for _ in 0..n {
+                f();
+            }
+            start.elapsed().as_nanos() as f64 / n as f64
         })
-        .collect();
-    for h in handles {
-        h.await.expect("a benchmark task panicked");
-    }
+        .await
+        .expect("a timed loop panicked")
+    });
+    drop(rt);
+    ns
 }
 
-/// ns per `tokio::time::Instant::now()`: `n` calls in a loop, in a task of a fresh runtime.
+/// ns per `tokio::time::Instant::now()`.
 fn clock_read_ns(workers: usize, n: usize) -> f64 {
-    let rt = Flavor::MultiThread.runtime(workers, "clock-read");
-    let ns = rt.block_on(async move {
-        tokio::spawn(async move {
-            for _ in 0..n / 10 {
-                black_box(Instant::now());
-            }
-            let start = std::time::Instant::now();
-            for _ in 0..n {
-                black_box(Instant::now());
-            }
-            start.elapsed().as_nanos() as f64 / n as f64
-        })
-        .await
-        .expect("the clock-read loop panicked")
-    });
-    drop(rt);
-    ns
+    ns_per_call(workers, n, "clock-read", || {
+        black_box(Instant::now());
+    })
 }
 
-/// ns per two uncontended lock round trips and an `Arc` clone + drop: `n` in a loop, in a task
-/// of a fresh runtime.
+/// ns per two uncontended lock round trips and an `Arc` clone + drop.
 fn locking_ns(workers: usize, n: usize) -> f64 {
-    let rt = Flavor::MultiThread.runtime(workers, "locking");
-    let ns = rt.block_on(async move {
-        tokio::spawn(async move {
-            let shard = Arc::new(Mutex::new(0u64));
-            let once = |shard: &Arc<Mutex<u64>>| {
-                let r = black_box(shard.clone());
-                *r.lock().unwrap() += 1;
-                *r.lock().unwrap() -= 1;
-                drop(black_box(r));
-            };
-            for _ in 0..n / 10 {
-                once(&shard);
-            }
-            let start = std::time::Instant::now();
-            for _ in 0..n {
-                once(&shard);
-            }
-            start.elapsed().as_nanos() as f64 / n as f64
-        })
-        .await
-        .expect("the locking loop panicked")
-    });
-    drop(rt);
-    ns
+    let shard = Arc::new(Mutex::new(0u64));
+    ns_per_call(workers, n, "locking", move || {
+        let r = black_box(shard.clone());
+        *r.lock().unwrap() += 1;
+        *r.lock().unwrap() -= 1;
+        drop(black_box(r));
+    })
 }
 
 fn run(ctx: &Ctx, summary: &mut Summary) {
