@@ -157,7 +157,14 @@ impl Shard {
     /// Removes a pending entry; `None` if it already fired (or was drained by shutdown). A
     /// parked entry is removed too.
     pub(crate) fn cancel(&self, key: Key) -> Option<Waker> {
-        let waker = self.lock().remove(key);
+        self.remove_under(self.lock(), key)
+    }
+
+    /// [`cancel`](Self::cancel) with the lock already taken: removes `key`, releases the lock,
+    /// and gives the slot back if it was pending.
+    fn remove_under(&self, mut wheel: MutexGuard<'_, WakerWheel>, key: Key) -> Option<Waker> {
+        let waker = wheel.remove(key);
+        drop(wheel);
         if waker.is_some() {
             self.driver.release(1);
         }
@@ -180,13 +187,8 @@ impl Shard {
     /// flag before its drain sweeps, so a hand-over after that sweep sees the flag and takes
     /// the lock instead. Memory: reclaimed by the shard's next registration or pass.
     pub(crate) fn cancel_entry(&self, key: Key, units: u64) -> bool {
-        if let Some(mut wheel) = try_lock(&self.wheel) {
-            let waker = wheel.remove(key);
-            drop(wheel);
-            if waker.is_some() {
-                self.driver.release(1);
-            }
-            return waker.is_some(); // the waker drops after the guard
+        if let Some(wheel) = try_lock(&self.wheel) {
+            return self.remove_under(wheel, key).is_some(); // the waker drops after the guard
         }
         if self.hand_over(key, units) {
             return true;
@@ -401,7 +403,12 @@ impl Shard {
     pub(crate) fn pending_in(&self, wheel: &WakerWheel) -> usize {
         // Under the wheel's lock no sweep runs, and a handed-over key stays in the wheel until
         // one does: every key counted here is one of the wheel's entries.
-        wheel.len().saturating_sub(self.inbox.len.load(Acquire))
+        let handed_over = self.inbox.len.load(Acquire);
+        debug_assert!(
+            handed_over <= wheel.len(),
+            "handed-over keys outside the wheel"
+        );
+        wheel.len().saturating_sub(handed_over)
     }
 
     /// Whether `key` is still pending.
