@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::task::noop_waker_ref;
@@ -403,7 +403,15 @@ impl Future for Sleep {
     /// Spends one unit of the task's cooperative budget, as Tokio's `Sleep` does: a task
     /// whose budget is spent is made to yield (`Pending`, woken at once), so a loop of sleeps
     /// already due cannot starve the other tasks of its worker.
+    ///
+    /// A re-poll that finds the sleep still waiting for the same task answers `Pending` first,
+    /// without touching the budget: a `Pending` poll gives its unit back anyway, and out of
+    /// budget the only difference is that Tokio's `Sleep` would also wake the task at once, for
+    /// a poll that would find it still waiting.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.waits_for(cx.waker()) {
+            return Poll::Pending;
+        }
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
         let poll = self.get_mut().poll_inner(cx);
         if poll.is_ready() {
@@ -414,6 +422,13 @@ impl Future for Sleep {
 }
 
 impl Sleep {
+    /// Whether a poll with `waker` now would answer `Pending` without a lock: registered,
+    /// not due, and `waker` the one the wheel will wake (see [`TimerEntry::waits_for`]).
+    #[inline]
+    pub(crate) fn waits_for(&self, waker: &Waker) -> bool {
+        matches!(self.state, State::Registered { .. }) && self.entry.waits_for(waker)
+    }
+
     fn poll_inner(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match self.state {
             State::Elapsed | State::Shutdown => Poll::Ready(()),

@@ -145,6 +145,11 @@ impl<T: Future> Future for Timeout<T> {
             me.delay.disarm();
             return Poll::Ready(Ok(v));
         }
+        // Still waiting for this task: nothing to check, not even the budget (see `Sleep`'s
+        // `poll`).
+        if me.delay.waits_for(cx.waker()) {
+            return Poll::Pending;
+        }
         // As Tokio's `Timeout`: if the inner future spent the last of the task's budget, the
         // deadline is still checked (unconstrained), or a busy future could never time out.
         let delay = if had_budget && !tokio::task::coop::has_budget_remaining() {

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Mutex};
-use std::task::Waker;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -742,6 +742,36 @@ async fn a_loop_of_zero_sleeps_yields_to_other_tasks_like_tokios() {
         other_ran.load(SeqCst),
         "5000 zero sleeps ran without yielding once"
     );
+}
+
+/// A waiting `Sleep` re-polled by its own task answers `Pending` before the cooperative
+/// budget is consulted: out of budget it neither wakes the task (Tokio's `Sleep` would, only for
+/// the next poll to find it still waiting) nor fires early. Once due, out of budget, it yields
+/// as Tokio's does: `Pending`, woken when the task yields, and ready once its budget is renewed.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_sleep_re_polled_out_of_budget_is_pending_without_a_wake() {
+    let counter = Arc::new(CountingWaker::default());
+    let waker = Waker::from(counter.clone());
+    let poll = |s: &mut Sleep| Pin::new(s).poll(&mut Context::from_waker(&waker));
+    let start = Instant::now();
+    let mut s = sleep_wheel(Duration::from_millis(10));
+    assert!(poll(&mut s).is_pending()); // registered
+    common::exhaust_budget();
+    assert!(!tokio::task::coop::has_budget_remaining());
+    for _ in 0..10 {
+        assert!(poll(&mut s).is_pending());
+    }
+    tokio::task::yield_now().await; // a wake Tokio defers comes now
+    assert_eq!(counter.count(), 0, "woken for polls that find it waiting");
+
+    step_for(Duration::from_millis(10), SHORT_SETTLE_YIELDS).await;
+    assert_eq!(counter.count(), 1, "the deadline's wake");
+    common::exhaust_budget();
+    assert!(poll(&mut s).is_pending(), "due, but out of budget");
+    tokio::task::yield_now().await; // a fresh budget (Tokio defers the wake to the yield)
+    assert_eq!(counter.count(), 2, "out of budget: woken to yield");
+    assert!(poll(&mut s).is_ready());
+    assert_eq!(start.elapsed(), Duration::from_millis(10));
 }
 
 /// A `Sleep` carries what a lock-free re-poll needs (the registered deadline in wheel time and

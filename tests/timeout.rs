@@ -479,3 +479,44 @@ async fn a_timeout_that_elapsed_before_shutdown_is_not_a_shutdown_error() {
     let e = assert_ready!(cut_short.poll()).unwrap_err();
     assert!(e.is_shutdown(), "the shutdown cut it short: {e}");
 }
+
+/// An inner future that spends its task's whole budget every poll (it yields to Tokio's
+/// scheduler, never completes) does not keep its timeout from firing: the deadline is checked
+/// outside the budget, as Tokio's `Timeout` does. Real time: a task that never idles keeps
+/// paused time from moving.
+#[tokio::test]
+async fn a_future_that_spends_the_task_budget_still_times_out() {
+    let busy = async {
+        loop {
+            tokio::task::consume_budget().await;
+        }
+    };
+    let started = Instant::now();
+    assert!(timeout(ms(1), busy).await.is_err());
+    assert!(started.elapsed() >= ms(1), "elapsed early");
+}
+
+/// A waiting timeout re-polled by its task answers `Pending` without consulting the budget:
+/// out of budget, no wake for a poll that would find it still waiting, and it still fires at
+/// its deadline.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_timeout_re_polled_out_of_budget_is_pending_without_a_wake() {
+    let counter = Arc::new(common::CountingWaker::default());
+    let waker = std::task::Waker::from(counter.clone());
+    let start = Instant::now();
+    let mut t = Box::pin(timeout(ms(10), std::future::pending::<()>()));
+    let poll = |t: &mut Pin<Box<tokio_timing_wheel::Timeout<std::future::Pending<()>>>>| {
+        t.as_mut().poll(&mut Context::from_waker(&waker))
+    };
+    assert!(poll(&mut t).is_pending()); // registered
+    common::exhaust_budget();
+    for _ in 0..10 {
+        assert!(poll(&mut t).is_pending());
+    }
+    tokio::task::yield_now().await; // a wake Tokio defers comes now
+    assert_eq!(counter.count(), 0, "woken for polls that find it waiting");
+    step_for(ms(10), SHORT_SETTLE_YIELDS).await;
+    assert_eq!(counter.count(), 1, "the deadline's wake");
+    assert!(matches!(poll(&mut t), Poll::Ready(Err(_))));
+    assert_eq!(start.elapsed(), ms(10));
+}

@@ -111,6 +111,20 @@ pub(crate) fn poll_with(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
     Pin::new(&mut unconstrained).poll(&mut Context::from_waker(waker))
 }
 
+/// Spends what is left of the current task's cooperative budget (nothing outside a runtime's
+/// budget, which is unlimited).
+pub(crate) fn exhaust_budget() {
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    let mut spent = 0;
+    while tokio::task::coop::has_budget_remaining() && spent < 10_000 {
+        match tokio::task::coop::poll_proceed(&mut cx) {
+            Poll::Ready(restore) => restore.made_progress(),
+            Poll::Pending => break,
+        }
+        spent += 1;
+    }
+}
+
 /// The message of a panic payload (a `String` or a `&str`), or `""` for any other payload.
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<String>() {
