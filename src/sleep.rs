@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll, Waker};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use futures::task::noop_waker_ref;
@@ -400,36 +400,26 @@ impl Sleep {
 impl Future for Sleep {
     type Output = ();
 
-    /// Spends one unit of the task's cooperative budget, as Tokio's `Sleep` does: a task
-    /// whose budget is spent is made to yield (`Pending`, woken at once), so a loop of sleeps
-    /// already due cannot starve the other tasks of its worker.
+    /// Spends one unit of the task's cooperative budget when it completes, as Tokio's `Sleep`
+    /// does: a task whose budget is spent is made to yield (`Pending`, woken when it yields,
+    /// and `Ready` on the next poll), so a loop of sleeps already due cannot starve the other
+    /// tasks of its worker.
     ///
-    /// A re-poll that finds the sleep still waiting for the same task answers `Pending` first,
-    /// without touching the budget: a `Pending` poll gives its unit back anyway, and out of
-    /// budget the only difference is that Tokio's `Sleep` would also wake the task at once, for
-    /// a poll that would find it still waiting.
+    /// The budget is consulted only for that answer: a poll that answers `Pending` (it
+    /// registers, or finds the sleep still waiting) would give its unit back anyway. Out of
+    /// budget, Tokio's `Sleep` answers `Pending` without registering and wakes the task for a
+    /// poll that will find it waiting; this one registers, or keeps waiting, without the wake.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.waits_for(cx.waker()) {
-            return Poll::Pending;
-        }
-        let coop = ready!(tokio::task::coop::poll_proceed(cx));
-        let poll = self.get_mut().poll_inner(cx);
-        if poll.is_ready() {
-            coop.made_progress();
-        }
-        poll
+        ready!(self.get_mut().poll_unbudgeted(cx));
+        ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
+        Poll::Ready(())
     }
 }
 
 impl Sleep {
-    /// Whether a poll with `waker` now would answer `Pending` without a lock: registered,
-    /// not due, and `waker` the one the wheel will wake (see [`TimerEntry::waits_for`]).
-    #[inline]
-    pub(crate) fn waits_for(&self, waker: &Waker) -> bool {
-        matches!(self.state, State::Registered { .. }) && self.entry.waits_for(waker)
-    }
-
-    fn poll_inner(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    /// Polls without the cooperative budget: `Ready` leaves the sleep elapsed or shut down,
+    /// where every later poll answers `Ready` again (so the budget can still defer it).
+    pub(crate) fn poll_unbudgeted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match self.state {
             State::Elapsed | State::Shutdown => Poll::Ready(()),
             State::Idle { check_clock } => self.register(cx, check_clock),

@@ -2,7 +2,7 @@
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
@@ -145,11 +145,8 @@ impl<T: Future> Future for Timeout<T> {
             me.delay.disarm();
             return Poll::Ready(Ok(v));
         }
-        // Still waiting for this task: nothing to check, not even the budget (see `Sleep`'s
-        // `poll`).
-        if me.delay.waits_for(cx.waker()) {
-            return Poll::Pending;
-        }
+        // Registered, or still waiting: no budget needed (see `Sleep`'s `poll`).
+        ready!(me.delay.poll_unbudgeted(cx));
         // As Tokio's `Timeout`: if the inner future spent the last of the task's budget, the
         // deadline is still checked (unconstrained), or a busy future could never time out.
         let delay = if had_budget && !tokio::task::coop::has_budget_remaining() {

@@ -744,12 +744,13 @@ async fn a_loop_of_zero_sleeps_yields_to_other_tasks_like_tokios() {
     );
 }
 
-/// A waiting `Sleep` re-polled by its own task answers `Pending` before the cooperative
-/// budget is consulted: out of budget it neither wakes the task (Tokio's `Sleep` would, only for
-/// the next poll to find it still waiting) nor fires early. Once due, out of budget, it yields
+/// A `Sleep` consults the cooperative budget only to complete: out of budget, a first poll
+/// registers and a re-poll keeps waiting, both `Pending` without waking the task (Tokio's
+/// `Sleep` would wake it, only for the next poll to register or find it still waiting), and
+/// neither fires early. Once due, out of budget, it yields
 /// as Tokio's does: `Pending`, woken when the task yields, and ready once its budget is renewed.
 #[tokio::test(start_paused = true)]
-async fn a_waiting_sleep_re_polled_out_of_budget_is_pending_without_a_wake() {
+async fn a_sleep_polled_out_of_budget_registers_or_waits_without_a_wake() {
     let counter = Arc::new(CountingWaker::default());
     let waker = Waker::from(counter.clone());
     let poll = |s: &mut Sleep| Pin::new(s).poll(&mut Context::from_waker(&waker));
@@ -761,15 +762,22 @@ async fn a_waiting_sleep_re_polled_out_of_budget_is_pending_without_a_wake() {
     for _ in 0..10 {
         assert!(poll(&mut s).is_pending());
     }
+    let mut fresh = sleep_wheel(Duration::from_millis(10));
+    assert!(poll(&mut fresh).is_pending()); // registers, out of budget
+    assert!(!fresh.is_elapsed());
     tokio::task::yield_now().await; // a wake Tokio defers comes now
     assert_eq!(counter.count(), 0, "woken for polls that find it waiting");
 
     step_for(Duration::from_millis(10), SHORT_SETTLE_YIELDS).await;
-    assert_eq!(counter.count(), 1, "the deadline's wake");
+    assert_eq!(counter.count(), 2, "the deadline's wakes, one per sleep");
+    assert!(
+        fresh.is_elapsed(),
+        "the sleep registered out of budget fired"
+    );
     common::exhaust_budget();
     assert!(poll(&mut s).is_pending(), "due, but out of budget");
     tokio::task::yield_now().await; // a fresh budget (Tokio defers the wake to the yield)
-    assert_eq!(counter.count(), 2, "out of budget: woken to yield");
+    assert_eq!(counter.count(), 3, "out of budget: woken to yield");
     assert!(poll(&mut s).is_ready());
     assert_eq!(start.elapsed(), Duration::from_millis(10));
 }

@@ -202,19 +202,6 @@ impl TimerEntry {
         self.poll_locked(waiting, waker, moved_to)
     }
 
-    /// Whether a [`poll`](Self::poll) with `waker` now would take its lock-free path and
-    /// answer `Pending`: registered, not yet reached by a pass, the timer not shut down, and
-    /// `waker` the one the wheel holds. Reads two atomics; changes nothing.
-    #[inline]
-    pub(crate) fn waits_for(&self, waker: &Waker) -> bool {
-        // The same test, and the same reasons, as `poll`'s fast path.
-        self.registered.is_some_and(|reg| {
-            reg.units > self.shard.fired_through.load(Acquire)
-                && !self.shard.driver.is_shutdown()
-                && reg.waker.is(waker)
-        })
-    }
-
     /// The rest of [`poll`](Self::poll), under the shard's lock: a new waker to swap in while
     /// `waiting`, else the entry to take out.
     #[cold]
