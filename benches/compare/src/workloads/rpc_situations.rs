@@ -14,7 +14,9 @@
 //!   between workers: the load, not its place, is what is controlled);
 //! - **current_thread**: Tokio's `current_thread` runtime, everything on one thread.
 //!
-//! Systems: no timer at all (the baseline), ours (the free `timeout`), `tokio::time::timeout`
+//! Systems: no timer at all (the baseline), ours (the free `timeout`, and `Timer::timeout` on
+//! a handle to the same default timer, which skips the free function's runtime lookup),
+//! `tokio::time::timeout`
 //! (and on a runtime with Tokio's alt timer, when built in, multi-thread only: Tokio ignores it
 //! on `current_thread`), pingora's `fast_timeout`. Ops/s, and ours against each in each
 //! situation: which of the situations a ratio of rpc-timeout holds in.
@@ -60,14 +62,16 @@ impl Situation {
 enum System {
     Baseline,
     Ours,
+    OursTimer,
     Tokio,
     TokioAlt,
     Pingora,
 }
 
-const SYSTEMS: [System; 5] = [
+const SYSTEMS: [System; 6] = [
     System::Baseline,
     System::Ours,
+    System::OursTimer,
     System::Tokio,
     System::TokioAlt,
     System::Pingora,
@@ -78,6 +82,7 @@ impl System {
         match self {
             System::Baseline => "no timer (baseline)",
             System::Ours => "ours: timeout",
+            System::OursTimer => "ours: Timer::timeout",
             System::Tokio => "tokio::time::timeout",
             System::TokioAlt => "tokio::time::timeout (alt timer)",
             System::Pingora => "pingora fast_timeout",
@@ -90,6 +95,7 @@ impl System {
             Situation::CurrentThread => &[
                 System::Baseline,
                 System::Ours,
+                System::OursTimer,
                 System::Tokio,
                 System::Pingora,
             ],
@@ -121,6 +127,11 @@ impl System {
             match self {
                 System::Baseline => l.run(inner, || |f| f),
                 System::Ours => l.run(inner, || |f| tokio_timing_wheel::timeout(RPC_TIMEOUT, f)),
+                // The same default timer, held as a handle: no runtime lookup per operation.
+                System::OursTimer => l.run(inner, || {
+                    let timer = tokio_timing_wheel::Timer::current();
+                    move |f| timer.timeout(RPC_TIMEOUT, f)
+                }),
                 System::Tokio | System::TokioAlt => {
                     l.run(inner, || |f| tokio::time::timeout(RPC_TIMEOUT, f))
                 }
@@ -178,7 +189,7 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         );
         let metric = format!("{both}, {label}");
         for &peer in systems {
-            if matches!(peer, System::Baseline | System::Ours) {
+            if matches!(peer, System::Baseline | System::Ours | System::OursTimer) {
                 continue;
             }
             match of(peer) {
@@ -186,5 +197,19 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
                 None => summary.add_unmeasured(&metric, peer.name(), ALT_TIMER_MISSING),
             }
         }
+        let handle = of(System::OursTimer)
+            .expect("every build measures it")
+            .medians();
+        let tokio = of(System::Tokio)
+            .expect("every build measures it")
+            .medians();
+        summary.add_all(
+            &format!("{both} (ours: Timer::timeout on a handle), {label}"),
+            System::Tokio.name(),
+            &handle,
+            &tokio,
+            true,
+            rate,
+        );
     }
 }
