@@ -116,15 +116,15 @@ enum State {
 /// then returns true. A deadline reached before the shutdown counts as elapsed.
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Sleep {
-    entry: TimerEntry,
+    /// The registration, and this sleep's [`State`] as its `owner` (where it costs no space).
+    entry: TimerEntry<State>,
     deadline: Instant,
-    state: State,
 }
 
 impl fmt::Debug for Sleep {
     /// Bounded and lock-free: the deadline and the state, never the timer's contents.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match self.state {
+        let state = match self.entry.owner {
             State::Idle { .. } => "idle",
             State::Registered { .. } => "registered",
             State::Elapsed => "elapsed",
@@ -141,9 +141,8 @@ impl Sleep {
     /// A sleep until `deadline`, which may already have passed.
     pub(crate) fn new(shard: Arc<Shard>, deadline: Instant) -> Sleep {
         Sleep {
-            entry: TimerEntry::new(shard),
+            entry: TimerEntry::new(shard, State::Idle { check_clock: true }),
             deadline,
-            state: State::Idle { check_clock: true },
         }
     }
 
@@ -156,9 +155,8 @@ impl Sleep {
         };
         let deadline = deadline_after(shard.now(), duration);
         Sleep {
-            entry: TimerEntry::new(shard),
+            entry: TimerEntry::new(shard, state),
             deadline,
-            state,
         }
     }
 
@@ -171,7 +169,7 @@ impl Sleep {
             return Err(TimerError::Shutdown);
         }
         let mut sleep = Sleep::new(shard, deadline);
-        sleep.state = sleep.register_now()?;
+        sleep.entry.owner = sleep.register_now()?;
         Ok(sleep)
     }
 
@@ -225,7 +223,7 @@ impl Sleep {
     /// ```
     pub fn is_elapsed(&self) -> bool {
         let shard = self.shard();
-        match self.state {
+        match self.entry.owner {
             State::Elapsed | State::Shutdown => true,
             State::Idle { .. } => false,
             State::Registered { moved } => {
@@ -237,16 +235,16 @@ impl Sleep {
 
     /// Removes the timer from the wheel, if registered (the owner no longer needs it).
     pub(crate) fn disarm(&mut self) {
-        if let State::Registered { .. } = self.state {
+        if let State::Registered { .. } = self.entry.owner {
             self.entry.cancel();
-            self.state = State::Idle { check_clock: true };
+            self.entry.owner = State::Idle { check_clock: true };
         }
     }
 
     /// Whether this `Sleep` completed because its timer shut down before the deadline (not
     /// because the deadline was reached, even if it was first polled after the shutdown).
     pub fn is_shutdown(&self) -> bool {
-        self.state == State::Shutdown
+        self.entry.owner == State::Shutdown
     }
 
     /// Moves the deadline, whether or not the `Sleep` has completed; it then waits again.
@@ -318,32 +316,32 @@ impl Sleep {
     fn reset_inner(&mut self, deadline: Instant) -> Result<(), TimerError> {
         let old = std::mem::replace(&mut self.deadline, deadline);
         let bounded = self.shard().is_bounded();
-        match self.state {
+        match self.entry.owner {
             State::Registered { moved } => {
                 // Later, without a limit: nothing to do now (one comparison, as the entry is
                 // filed at or before the old deadline); re-filed when the entry fires.
                 if !bounded && (deadline >= old || moved && self.entry.filed_at_or_before(deadline))
                 {
-                    self.state = State::Registered {
+                    self.entry.owner = State::Registered {
                         moved: moved || deadline > old,
                     };
                     return Ok(());
                 }
                 if deadline <= self.shard().now() {
                     self.entry.cancel();
-                    self.state = State::Elapsed;
+                    self.entry.owner = State::Elapsed;
                     return Ok(());
                 }
                 if self.entry.reschedule(deadline) {
-                    self.state = State::Registered { moved: false };
+                    self.entry.owner = State::Registered { moved: false };
                     return Ok(());
                 }
                 // Fired meanwhile (its slot went with it).
-                self.state = State::Idle { check_clock: true };
+                self.entry.owner = State::Idle { check_clock: true };
                 self.rearm_bounded()
             }
             State::Elapsed | State::Idle { .. } => {
-                self.state = State::Idle { check_clock: true };
+                self.entry.owner = State::Idle { check_clock: true };
                 self.rearm_bounded()
             }
             State::Shutdown => Ok(()),
@@ -358,7 +356,7 @@ impl Sleep {
         }
         match self.register_now() {
             Ok(state) => {
-                self.state = state;
+                self.entry.owner = state;
                 Ok(())
             }
             Err(TimerError::Shutdown) => Ok(()), // resolved on the next poll
@@ -369,7 +367,7 @@ impl Sleep {
     /// The timer is shut down and this `Sleep` is not in the wheel: it elapsed if its deadline
     /// had been reached when the timer shut down, else the shutdown cut it short.
     fn finish_after_shutdown(&mut self) -> Poll<()> {
-        self.state = if self.shard().elapsed_before_shutdown(self.deadline) {
+        self.entry.owner = if self.shard().elapsed_before_shutdown(self.deadline) {
             State::Elapsed
         } else {
             State::Shutdown
@@ -381,12 +379,12 @@ impl Sleep {
     fn register(&mut self, cx: &mut Context<'_>, check_clock: bool) -> Poll<()> {
         match self.entry.register(self.deadline, check_clock, cx.waker()) {
             Ok(Outcome::Pending) => {
-                self.state = State::Registered { moved: false };
+                self.entry.owner = State::Registered { moved: false };
                 Poll::Pending
             }
             // Due already (by the clock, or the wheel's time is past the deadline).
             Ok(Outcome::Due | Outcome::Moved) => {
-                self.state = State::Elapsed;
+                self.entry.owner = State::Elapsed;
                 Poll::Ready(())
             }
             Ok(Outcome::Shutdown) => self.finish_after_shutdown(),
@@ -420,7 +418,7 @@ impl Sleep {
     /// Polls without the cooperative budget: `Ready` leaves the sleep elapsed or shut down,
     /// where every later poll answers `Ready` again (so the budget can still defer it).
     pub(crate) fn poll_unbudgeted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        match self.state {
+        match self.entry.owner {
             State::Elapsed | State::Shutdown => Poll::Ready(()),
             State::Idle { check_clock } => self.register(cx, check_clock),
             State::Registered { moved } => {
@@ -431,7 +429,7 @@ impl Sleep {
                     // The deadline moved later after registration: wait again.
                     Outcome::Moved => self.register(cx, true),
                     Outcome::Due => {
-                        self.state = State::Elapsed;
+                        self.entry.owner = State::Elapsed;
                         Poll::Ready(())
                     }
                 }

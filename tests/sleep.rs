@@ -783,13 +783,16 @@ async fn a_sleep_polled_out_of_budget_registers_or_waits_without_a_wake() {
 }
 
 /// A `Sleep` carries what a lock-free re-poll needs (the registered deadline in wheel time and
-/// the identity of the waker the wheel holds) and stays within the size of Tokio's.
+/// the identity of the waker the wheel holds) and stays within the size of Tokio's, and within
+/// one 64-byte cache line.
 #[test]
 fn a_sleep_is_no_larger_than_tokios() {
     let ours = std::mem::size_of::<Sleep>();
     let tokios = std::mem::size_of::<tokio::time::Sleep>();
     println!("Sleep is {ours} B, Tokio's {tokios} B");
     assert!(ours <= tokios, "Sleep is {ours} B, Tokio's {tokios} B");
+    // A cache line: its state sits in the padding of the registration (see `TimerEntry`).
+    assert!(ours <= 64, "Sleep is {ours} B, more than 64");
 }
 
 /// The re-poll without a lock: any number of polls by the same task neither fires the sleep

@@ -272,7 +272,7 @@ fn loom_repoll_vs_fire_loses_no_wakeup() {
         let (driver, shards, _rt) = timer(1, 1);
         let shard = shards[0].clone();
         let (counter, waker) = Counter::waker();
-        let mut entry = TimerEntry::new(shard.clone());
+        let mut entry = TimerEntry::new(shard.clone(), ());
         entry.register_units(10, &waker);
 
         let firer = thread::spawn(move || fire(&shard, 10));
@@ -302,7 +302,7 @@ fn loom_repoll_new_waker_vs_fire_loses_no_wakeup() {
         let shard = shards[0].clone();
         let (_, old) = Counter::waker();
         let (counter, new) = Counter::waker();
-        let mut entry = TimerEntry::new(shard.clone());
+        let mut entry = TimerEntry::new(shard.clone(), ());
         entry.register_units(10, &old);
 
         let firer = thread::spawn(move || {
@@ -326,7 +326,7 @@ fn loom_repoll_vs_early_pass_is_never_ready_early() {
         let (_driver, shards, _rt) = timer(1, usize::MAX);
         let shard = shards[0].clone();
         let (counter, waker) = Counter::waker();
-        let mut entry = TimerEntry::new(shard.clone());
+        let mut entry = TimerEntry::new(shard.clone(), ());
         entry.register_units(10, &waker);
 
         let firer = thread::spawn(move || fire(&shard, 9));
@@ -345,7 +345,7 @@ fn loom_repoll_vs_shutdown_loses_no_wakeup() {
     model(|| {
         let (driver, shards, _rt) = timer(1, 1);
         let (counter, waker) = Counter::waker();
-        let mut entry = TimerEntry::new(shards[0].clone());
+        let mut entry = TimerEntry::new(shards[0].clone(), ());
         entry.register_units(HOUR, &waker);
 
         let d = driver.clone();
@@ -427,7 +427,7 @@ fn handed_over_cancels_free_the_slot_at_once_and_memory_at_the_next_registration
     let (counter, waker) = Counter::waker();
     let mut capacity = None;
     for round in 0..1000 {
-        let mut entry = TimerEntry::new(shard.clone());
+        let mut entry = TimerEntry::new(shard.clone(), ());
         entry.register_units(HOUR, &waker);
         assert_eq!(shard.len(), 1);
         let cancelled = {
@@ -442,7 +442,7 @@ fn handed_over_cancels_free_the_slot_at_once_and_memory_at_the_next_registration
         assert_eq!(shard.len(), 0, "not pending once cancelled");
         assert_eq!(driver.reserved(), 0, "slot free at once");
         // The next registration sweeps it: one entry in the wheel, the new one.
-        let mut next = TimerEntry::new(shard.clone());
+        let mut next = TimerEntry::new(shard.clone(), ());
         next.register_units(HOUR, &waker);
         assert_eq!(
             shard.lock().len(),
