@@ -205,7 +205,10 @@ impl Sleep {
     /// Whether the `Sleep` has elapsed, as Tokio's `Sleep::is_elapsed`: it completed, or its
     /// timer fired (whether or not it has been polled since), or the timer shut down while it
     /// was registered. A `Sleep` never polled (or reset since) answers `false`, even with a
-    /// deadline already passed: it is registered, and checked, on its first poll.
+    /// deadline already passed: it is registered, and checked, on its first poll. A poll that
+    /// finds it due but the task out of its cooperative budget answers `Pending` (the task is
+    /// woken to poll again), yet leaves it elapsed: `is_elapsed` is then `true`, and the next
+    /// poll completes.
     ///
     /// # Examples
     ///

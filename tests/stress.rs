@@ -432,8 +432,8 @@ impl Worker {
             woke_ns: AtomicU64::new(0),
         });
         let waker = Waker::from(probe.clone());
-        // Outside the task's cooperative budget: out of budget, a poll yields (`Pending`,
-        // unregistered, the probe woken at once) instead of registering.
+        // Outside the task's cooperative budget: out of budget, a due sleep yields (`Pending`,
+        // the probe woken at once) instead of answering `Ready`.
         let mut poll = tokio::task::unconstrained(Pin::new(&mut sleep));
         match Pin::new(&mut poll).poll(&mut Context::from_waker(&waker)) {
             Poll::Ready(()) => {

@@ -104,8 +104,8 @@ impl Wake for CountingWaker {
 }
 
 /// Polls `sleep` once with `waker`, outside the task's cooperative budget: a test polling
-/// thousands of sleeps by hand in one go is not a task that should be made to yield (a `Sleep`
-/// whose task is out of budget returns `Pending` without registering, and wakes at once).
+/// thousands of sleeps by hand in one go is not a task that should be made to yield (a due
+/// `Sleep` whose task is out of budget answers `Pending` and wakes the task at once).
 pub(crate) fn poll_with(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
     let mut unconstrained = tokio::task::unconstrained(Pin::new(sleep));
     Pin::new(&mut unconstrained).poll(&mut Context::from_waker(waker))
