@@ -16,6 +16,12 @@
 //! Throughput: timeouts per second, from the first registration until every one is cancelled
 //! or has fired (each fired one is checked to have elapsed). Ours (`timeout`) against
 //! `tokio::time::timeout` on Tokio's default timer and on its alt timer (when built in).
+//!
+//! A baseline runs the same harness with no timer at all (a boxed future that never completes
+//! where a timeout would be cancelled, and completes at once where one would fire): "timer
+//! cost per timeout" is `1/rate - 1/rate_baseline`, the wall time the timer adds to the
+//! harness's own (boxing, handing over, freeing on another thread), and the ratio over it is
+//! the one a timer can move.
 
 use std::collections::VecDeque;
 use std::future::{pending, Future};
@@ -52,16 +58,23 @@ const CANCELLED_AFTER: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum System {
+    Baseline,
     Ours,
     Tokio,
     TokioAlt,
 }
 
-const SYSTEMS: [System; 3] = [System::Ours, System::Tokio, System::TokioAlt];
+const SYSTEMS: [System; 4] = [
+    System::Baseline,
+    System::Ours,
+    System::Tokio,
+    System::TokioAlt,
+];
 
 impl System {
     fn name(self) -> &'static str {
         match self {
+            System::Baseline => "no timer (the harness alone)",
             System::Ours => "ours: timeout",
             System::Tokio => "tokio::time::timeout",
             System::TokioAlt => "tokio::time::timeout (alt timer)",
@@ -72,6 +85,9 @@ impl System {
     fn measure(self, workers: usize, n: usize) -> Option<[f64; 3]> {
         // Each future resolves to whether its timeout elapsed.
         match self {
+            System::Baseline => bench(Flavor::MultiThread, workers, n, |d| NoTimer {
+                fires: d == FIRES_AFTER,
+            }),
             System::Ours => bench(Flavor::MultiThread, workers, n, |d| {
                 tokio_timing_wheel::timeout(d, pending::<()>()).map(|r| r.is_err())
             }),
@@ -81,6 +97,24 @@ impl System {
             System::TokioAlt => bench(Flavor::MultiThreadAltTimer, workers, n, |d| {
                 tokio::time::timeout(d, pending::<()>()).map(|r| r.is_err())
             }),
+        }
+    }
+}
+
+/// The baseline's future: no timer; ready at once where a timeout would fire (so it is not
+/// handed over), pending for ever where one would be cancelled.
+struct NoTimer {
+    fires: bool,
+}
+
+impl Future for NoTimer {
+    type Output = bool;
+
+    fn poll(self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<bool> {
+        if self.fires {
+            Poll::Ready(true)
+        } else {
+            Poll::Pending
         }
     }
 }
@@ -237,23 +271,34 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         Flavor::MultiThread.label(ctx.workers)
     );
     let reps = interleaved(ctx.reps, &SYSTEMS, |&sys| sys.measure(ctx.workers, n));
-    let ours = reps[0].as_ref().expect("ours is always measured").medians();
+    let baseline = reps[0]
+        .as_ref()
+        .expect("the baseline is always measured")
+        .median(0);
+    let ours = reps[1].as_ref().expect("ours is always measured").medians();
+    let cost = |rate: f64| (1e9 / rate - 1e9 / baseline).max(0.0);
     let expected_fired = handled.div_ceil(FIRE_EVERY);
     let rows: Vec<Vec<String>> = SYSTEMS
         .iter()
         .zip(&reps)
         .map(|(sys, r)| match r {
-            None => unmeasured_row(sys.name(), 5, ALT_TIMER_MISSING),
+            None => unmeasured_row(sys.name(), 7, ALT_TIMER_MISSING),
             Some(r) => {
                 let m = r.medians();
+                let vs = |a: f64, b: f64, higher: bool| match sys {
+                    System::Baseline | System::Ours => "-".to_string(),
+                    _ => ratio(a, b, higher),
+                };
                 vec![
                     sys.name().to_string(),
                     r.shown(0, rate),
-                    if *sys == System::Ours {
-                        "-".to_string()
+                    vs(ours[0], m[0], true),
+                    if *sys == System::Baseline {
+                        "0 (reference)".to_string()
                     } else {
-                        ratio(ours[0], m[0], true)
+                        format!("{:.0}", cost(m[0]))
                     },
+                    vs(cost(ours[0]), cost(m[0]), false),
                     format!("{:.0}%", m[1]),
                     format!("{:.0} (expected {expected_fired})", m[2]),
                 ]
@@ -265,15 +310,30 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
             "system",
             "timeouts/s",
             "ours vs it",
+            "timer cost ns/timeout",
+            "ours vs it",
             "on another thread",
             "fired",
         ],
         &rows,
     );
     let metric = "timeouts/s, registered and cancelled across workers";
-    for (sys, r) in SYSTEMS.iter().zip(&reps).skip(1) {
+    for (sys, r) in SYSTEMS.iter().zip(&reps).skip(2) {
         match r {
             Some(r) => summary.add(metric, sys.name(), [ours[0], r.median(0)], true, rate),
+            None => summary.add_unmeasured(metric, sys.name(), ALT_TIMER_MISSING),
+        }
+    }
+    let metric = "timer cost ns per timeout across workers (over no timer)";
+    for (sys, r) in SYSTEMS.iter().zip(&reps).skip(2) {
+        match r {
+            Some(r) => summary.add(
+                metric,
+                sys.name(),
+                [cost(ours[0]), cost(r.median(0))],
+                false,
+                |x| format!("{x:.0}"),
+            ),
             None => summary.add_unmeasured(metric, sys.name(), ALT_TIMER_MISSING),
         }
     }
