@@ -21,20 +21,27 @@ use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
 /// shard another worker uses (measured: ~20% of the multi-task rpc-timeout profile).
 #[repr(align(128))]
 pub(crate) struct Shard {
-    wheel: Mutex<WakerWheel>,
+    /// On lines of its own: the shard's worker writes the lock and the wheel on every
+    /// registration, while other threads read the fields below to cancel.
+    wheel: Lines<Mutex<WakerWheel>>,
     /// The wheel time through which firing passes have handed out (or are handing out) this
     /// shard's entries: stored, under the lock, before a pass takes its first entry, so an
     /// entry whose deadline is at or before it is due, whether or not it is still in the wheel.
     /// Lets a re-poll tell "due" from "still waiting" without the lock (see
     /// [`TimerEntry::poll`](super::entry::TimerEntry::poll)). Monotone; 0 until the first pass.
     pub(super) fired_through: AtomicU64,
-    /// Cancellations handed over by threads that found the wheel's lock taken.
+    /// Cancellations handed over by other threads than the shard's own, or by threads that
+    /// found the wheel's lock taken.
     inbox: Inbox,
     pub(super) driver: Arc<Driver>,
+    /// This shard's place among its timer's `count` shards: the threads that use it (see
+    /// [`this_thread_shard`]) are its home, and a cancel from elsewhere hands over.
+    index: usize,
+    count: usize,
 }
 
-/// Keys of one-shot entries cancelled while another thread held the wheel's lock (the
-/// shard's own worker registering, or a pass): removed from the wheel by the shard's next
+/// Keys of one-shot entries cancelled from another thread than the shard's own, or while
+/// another thread held the wheel's lock (the shard's own worker registering, or a pass): removed from the wheel by the shard's next
 /// registration (before it files anything), its next pass (before it fires anything), a
 /// shutdown's drain or `Timer::shrink_to_fit`, so a cancel from another worker never waits
 /// behind the shard's owner. See [`Shard::cancel_entry`].
@@ -61,12 +68,12 @@ impl fmt::Debug for Shard {
 }
 
 impl Shard {
-    pub(crate) fn new(wheel_size: usize, driver: Arc<Driver>) -> Shard {
+    pub(crate) fn new(wheel_size: usize, driver: Arc<Driver>, index: usize, count: usize) -> Shard {
         Shard {
-            wheel: Mutex::new(WakerWheel::persistent(
+            wheel: Lines(Mutex::new(WakerWheel::persistent(
                 wheel_size,
                 driver.clock.tick_units(),
-            )),
+            ))),
             fired_through: AtomicU64::new(0),
             inbox: Inbox {
                 keys: Mutex::new(Vec::new()),
@@ -74,7 +81,15 @@ impl Shard {
                 len: AtomicUsize::new(0),
             },
             driver,
+            index,
+            count,
         }
+    }
+
+    /// Whether this thread is one that registers on this shard.
+    #[inline]
+    pub(crate) fn is_home(&self) -> bool {
+        this_thread_shard(self.count) == self.index
     }
 
     /// The driver this shard belongs to (for `Timer`'s own operations: shutdown, metrics).
@@ -83,7 +98,7 @@ impl Shard {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, WakerWheel> {
-        lock(&self.wheel)
+        lock(&self.wheel.0)
     }
 
     /// Files `waker` to be woken at `deadline` (wheel time); arms the driver earlier if this
@@ -174,21 +189,25 @@ impl Shard {
     /// Cancels a one-shot entry filed for wheel time `units` (a `TimerEntry`'s): `true` if it
     /// was pending. Its key must not be used again.
     ///
-    /// With the wheel's lock free, the entry is removed at once. If another thread holds it
-    /// (the shard's worker registering, or a pass), the cancel is handed over instead of
-    /// waiting: the key goes to the inbox, which the shard's next registration, pass or
-    /// drain sweeps before it files or fires anything, and the slot is given back now. Why
-    /// the entry can then never fire: a pass stores `fired_through` before it sweeps, at each
-    /// lock hold, always through the inbox's lock, which orders the sweep and this
-    /// hand-over. A sweep that comes first published
-    /// its time before it, so this thread reads it, and hands over only if `units` is later
-    /// (that pass and every earlier one stop short of the entry); a sweep that comes later
-    /// finds the key and removes the entry before its pass fires anything. A shutdown sets its
-    /// flag before its drain sweeps, so a hand-over after that sweep sees the flag and takes
-    /// the lock instead. Memory: reclaimed by the shard's next registration or pass.
+    /// From a thread of the shard's home (one that registers here, see [`this_thread_shard`])
+    /// that finds the wheel's lock free, the entry is removed at once. Otherwise (another
+    /// worker dropping what this shard's worker registered, as work stealing makes common, or
+    /// the lock held by the shard's worker or a pass) the cancel is handed over instead of
+    /// touching the lock and the wheel that the shard's own worker is writing: the key goes to
+    /// the inbox, which the shard's next registration, pass or drain sweeps before it files or
+    /// fires anything, and the slot is given back now. Why the entry can then never fire: a
+    /// pass stores `fired_through` before it sweeps, at each lock hold, always through the
+    /// inbox's lock, which orders the sweep and this hand-over. A sweep that comes first
+    /// published its time before it, so this thread reads it, and hands over only if `units`
+    /// is later (that pass and every earlier one stop short of the entry); a sweep that comes
+    /// later finds the key and removes the entry before its pass fires anything. A shutdown
+    /// sets its flag before its drain sweeps, so a hand-over after that sweep sees the flag
+    /// and takes the lock instead. Memory: reclaimed by the shard's next registration or pass.
     pub(crate) fn cancel_entry(&self, key: Key, units: u64) -> bool {
-        if let Some(wheel) = try_lock(&self.wheel) {
-            return self.remove_under(wheel, key).is_some(); // the waker drops after the guard
+        if self.is_home() {
+            if let Some(wheel) = try_lock(&self.wheel.0) {
+                return self.remove_under(wheel, key).is_some(); // the waker drops after the guard
+            }
         }
         if self.hand_over(key, units) {
             return true;
@@ -429,6 +448,10 @@ impl Persistence<Waker> for TakeWaker {
 }
 
 impl Persistent<Waker> for TakeWaker {}
+
+/// A value on cache lines of its own (128 bytes: the adjacent-line prefetcher pairs lines).
+#[repr(align(128))]
+struct Lines<T>(T);
 
 /// A shard's wheel: wakers, persistent ones handed out by [`TakeWaker`].
 type WakerWheel = Wheel<Waker, TakeWaker>;
