@@ -847,3 +847,106 @@ async fn is_elapsed_is_false_until_polled_and_fired_as_in_tokio() {
     assert!(s.is_elapsed(), "fired, before the next poll");
     assert_ready!(s.poll());
 }
+
+/// Differential: our `Sleep` and Tokio's, driven side by side through the same script (first
+/// polls and re-polls in budget, out of it and unconstrained; paused time advanced to and past
+/// the deadline; resets earlier, later, after completion and to the past; zero durations),
+/// answer alike at every step: `Ready` or `Pending`, as many wakes of each one's own waker,
+/// the same `is_elapsed`. Except where ours is meant to be better (out of budget, a poll that
+/// registers or finds it waiting answers `Pending` without the wake Tokio's makes), asserted
+/// as ours no worse, and where `src/sleep.rs` documents a difference, not asserted.
+#[tokio::test(start_paused = true)]
+async fn polls_resets_and_budget_answer_as_tokios_sleep_does() {
+    use common::differential::{Budget::*, Referee, Rel::*};
+    use std::task::Poll::{Pending, Ready};
+    let t0 = Instant::now();
+    let mut r = Referee::default();
+    let mut ours = Box::pin(sleep_wheel(10 * MS));
+    let mut theirs = Box::pin(tokio::time::sleep(10 * MS));
+    macro_rules! poll {
+        ($rel:ident, $budget:ident, $what:expr $(=> $expect:expr)?) => {{
+            let ours_answer = r.poll(0, ours.as_mut(), $budget).await;
+            let answers = [ours_answer, r.poll(1, theirs.as_mut(), $budget).await];
+            let elapsed = Some([ours.is_elapsed(), theirs.is_elapsed()]);
+            let answer = r.judge($rel, $what, Some(answers), elapsed).await.unwrap();
+            $(assert_eq!(answer, $expect, "{}", $what);)?
+            let _ = answer;
+        }};
+    }
+    macro_rules! wait {
+        ($rel:ident, $d:expr, $what:expr) => {{
+            step_for($d, SHORT_SETTLE_YIELDS).await;
+            let elapsed = Some([ours.is_elapsed(), theirs.is_elapsed()]);
+            r.judge::<()>($rel, $what, None, elapsed).await;
+        }};
+    }
+    macro_rules! reset {
+        ($at:expr) => {{
+            ours.as_mut().reset($at);
+            theirs.as_mut().reset($at);
+        }};
+    }
+    macro_rules! fresh {
+        ($ours:ident, $theirs:ident, $arg:expr) => {{
+            let arg = $arg;
+            (r, ours) = (Referee::default(), Box::pin($ours(arg)));
+            theirs = Box::pin(tokio::time::$theirs(arg));
+        }};
+    }
+
+    poll!(Same, Has, "first poll" => Pending);
+    poll!(Same, Has, "re-poll");
+    // Tokio's consults the budget first, and wakes the task for a poll that finds it waiting.
+    poll!(NoWorse, Spent, "re-poll out of budget");
+    poll!(Same, Unconstrained, "re-poll unconstrained");
+    wait!(Same, 5 * MS, "halfway");
+    reset!(t0 + 20 * MS);
+    // `Sleep::reset`: a later deadline is lazy, one extra wake at the old one to re-file.
+    wait!(Documented, 5 * MS, "old deadline, reset later");
+    poll!(Same, Has, "re-poll past the old deadline");
+    reset!(t0 + 15 * MS);
+    poll!(NoWorse, Spent, "reset earlier, out of budget");
+    wait!(Same, 5 * MS, "the earlier deadline");
+    poll!(Same, Spent, "due, out of budget" => Pending); // woken to yield
+    poll!(Same, Has, "due" => Ready(()));
+    poll!(Same, Has, "re-poll once complete" => Ready(()));
+    reset!(Instant::now() + 10 * MS);
+    poll!(Same, Has, "reset once complete" => Pending);
+    wait!(Same, 10 * MS, "its new deadline");
+    reset!(Instant::now() + 5 * MS);
+    // `Sleep::is_elapsed`: a `Sleep` reset and not polled since answers false.
+    wait!(SameAnswer, 5 * MS, "reset, past it, not polled");
+    poll!(Same, Has, "then polled" => Ready(()));
+    reset!(t0);
+    // Tokio's fires at once, waking the task that polled it last (the one resetting it, which
+    // is to poll it anyway); ours completes on its next poll, without that wake.
+    poll!(NoWorse, Spent, "reset to the past, no budget");
+    poll!(Same, Has, "reset to the past" => Ready(()));
+
+    // A first poll out of budget: ours registers (no wake), Tokio's wakes the task to register
+    // on its next poll. Both are ready at the deadline.
+    fresh!(sleep_wheel, sleep, 10 * MS);
+    poll!(NoWorse, Spent, "first poll out of budget");
+    wait!(NoWorse, 10 * MS, "deadline, first poll unbudgeted");
+    poll!(Same, Has, "polled at the deadline" => Ready(()));
+
+    // A deadline passed before the first poll: `sleep_wheel_until` checks the clock as Tokio's
+    // does; `sleep_wheel`'s first poll reads no clock (documented: ready a driver pass later).
+    fresh!(sleep_wheel_until, sleep_until, Instant::now() + 10 * MS);
+    wait!(Same, 10 * MS, "until: deadline, never polled");
+    poll!(Same, Has, "until: first poll" => Ready(()));
+    fresh!(sleep_wheel, sleep, 10 * MS);
+    wait!(Same, 10 * MS, "deadline, never polled");
+    poll!(Documented, Has, "first poll past the deadline");
+    poll!(Same, Has, "the next poll" => Ready(()));
+
+    // Zero durations: out of budget, Pending and woken to yield (ours elapsed, as documented),
+    // then ready; ready at once in budget or unconstrained.
+    fresh!(sleep_wheel, sleep, Duration::ZERO);
+    poll!(SameAnswer, Spent, "zero, out of budget" => Pending);
+    poll!(Same, Has, "zero, polled again" => Ready(()));
+    for budget in [Has, Unconstrained] {
+        fresh!(sleep_wheel, sleep, Duration::ZERO);
+        poll!(Same, budget, "zero, first poll" => Ready(()));
+    }
+}

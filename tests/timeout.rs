@@ -4,7 +4,7 @@ use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -519,4 +519,128 @@ async fn a_waiting_timeout_re_polled_out_of_budget_is_pending_without_a_wake() {
     assert_eq!(counter.count(), 1, "the deadline's wake");
     assert!(matches!(poll(&mut t), Poll::Ready(Err(_))));
     assert_eq!(start.elapsed(), ms(10));
+}
+
+/// The inner futures of `timeouts_answer_as_tokios_whatever_the_budget`.
+#[derive(Debug)]
+enum Inner {
+    /// Ready with `n` once woken `n` times: each `Pending` wakes its task at once.
+    AfterWakes { n: usize, woken: usize },
+    /// Never ready, never wakes.
+    Pending,
+    /// Never ready: spends its task's budget (`consume_budget`) until there is none left.
+    Busy,
+}
+
+impl Future for Inner {
+    type Output = usize;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<usize> {
+        match &mut *self {
+            Inner::AfterWakes { n, woken } if woken == n => Poll::Ready(*n),
+            Inner::AfterWakes { woken, .. } => {
+                *woken += 1;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            Inner::Pending => Poll::Pending,
+            Inner::Busy => loop {
+                ready!(std::pin::pin!(tokio::task::consume_budget()).poll(cx));
+            },
+        }
+    }
+}
+
+/// Differential: our `Timeout` and Tokio's, around the same inner future (one ready after a
+/// few wakes, a pending one, one that spends the whole budget), driven side by side through the
+/// same script (polls in budget, out of it and unconstrained; paused time advanced to the
+/// deadline; zero durations), answer alike at every step: `Pending`, `Ok` or `Err`, and as
+/// many wakes of each one's own waker. Except where ours is meant to be better: out of budget,
+/// a poll whose delay registers or finds it waiting answers `Pending` without the wake Tokio's
+/// `Sleep` makes (asserted as ours no worse).
+#[tokio::test(start_paused = true)]
+async fn timeouts_answer_as_tokios_whatever_the_budget() {
+    use common::differential::{Budget::*, Referee, Rel::*};
+    use std::task::Poll::{Pending, Ready};
+    let after = |n| Inner::AfterWakes { n, woken: 0 };
+    let mut r = Referee::default();
+    let mut ours = Box::pin(timeout(ms(10), Inner::Pending));
+    let mut theirs = Box::pin(tokio::time::timeout(ms(10), Inner::Pending));
+    macro_rules! poll {
+        ($rel:ident, $budget:ident, $what:expr $(=> $expect:expr)?) => {{
+            let ours_answer = r.poll(0, ours.as_mut(), $budget).await;
+            let theirs_answer = r.poll(1, theirs.as_mut(), $budget).await;
+            let answers = [
+                ours_answer.map(|a| a.map_err(drop)),
+                theirs_answer.map(|a| a.map_err(drop)),
+            ];
+            let answer = r.judge($rel, $what, Some(answers), None).await.unwrap();
+            $(assert_eq!(answer, $expect, "{}", $what);)?
+            let _ = answer;
+        }};
+    }
+    macro_rules! wait {
+        ($rel:ident, $what:expr) => {{
+            step_for(ms(10), SHORT_SETTLE_YIELDS).await;
+            r.judge::<()>($rel, $what, None, None).await;
+        }};
+    }
+    macro_rules! fresh {
+        ($d:expr, $inner:expr) => {{
+            r = Referee::default();
+            ours = Box::pin(timeout($d, $inner));
+            theirs = Box::pin(tokio::time::timeout($d, $inner));
+        }};
+    }
+    const ERR: Poll<Result<usize, ()>> = Ready(Err(()));
+
+    // Tokio's delay consults the budget first, and wakes the task for a poll that finds it
+    // waiting (or, on the first poll, for the next poll to register): ours need not.
+    poll!(Same, Has, "pending: first poll" => Pending);
+    poll!(Same, Has, "pending: re-poll");
+    poll!(NoWorse, Spent, "pending: re-poll out of budget");
+    poll!(Same, Unconstrained, "pending: re-poll unconstrained");
+    wait!(Same, "pending: the deadline");
+    poll!(Same, Spent, "pending: due, out of budget: woken to yield" => Pending);
+    poll!(Same, Has, "pending: due" => ERR);
+    fresh!(ms(10), Inner::Pending);
+    poll!(NoWorse, Spent, "pending: first poll out of budget");
+    wait!(NoWorse, "pending: deadline, first poll unbudgeted");
+    poll!(Same, Has, "pending: due, polled" => ERR);
+
+    fresh!(ms(10), after(3));
+    poll!(Same, Has, "3 wakes: first poll");
+    poll!(NoWorse, Spent, "3 wakes: second poll, out of budget");
+    poll!(Same, Unconstrained, "3 wakes: third poll, unconstrained");
+    poll!(Same, Has, "3 wakes: ready" => Ready(Ok(3)));
+    fresh!(ms(10), after(1));
+    poll!(Same, Has, "1 wake: first poll");
+    wait!(Same, "1 wake: the deadline");
+    poll!(Same, Spent, "1 wake: due, inner first" => Ready(Ok(1)));
+
+    // Busy: a deadline checked even when the inner future spent the budget (unconstrained).
+    fresh!(ms(10), Inner::Busy);
+    poll!(Same, Has, "busy: first poll");
+    // (Tokio defers its delay's wake with the one `consume_budget` made: one wake in all.)
+    poll!(NoWorse, Spent, "busy: re-poll out of budget");
+    wait!(Same, "busy: the deadline");
+    poll!(Same, Has, "busy: due" => ERR);
+    fresh!(ms(10), Inner::Busy);
+    poll!(Same, Has, "busy: first poll");
+    wait!(Same, "busy: the deadline");
+    poll!(Same, Spent, "busy: due, out of budget: woken to yield" => Pending);
+    poll!(Same, Has, "busy: due, polled" => ERR);
+
+    // Zero durations: the inner future first, then the elapsed delay, which spends budget.
+    fresh!(Duration::ZERO, Inner::Pending);
+    poll!(Same, Spent, "zero: first poll out of budget" => Pending);
+    poll!(Same, Has, "zero: polled again" => ERR);
+    for budget in [Has, Spent, Unconstrained] {
+        fresh!(Duration::ZERO, after(0));
+        poll!(Same, budget, "zero, ready inner" => Ready(Ok(0)));
+    }
+    for budget in [Has, Unconstrained] {
+        fresh!(Duration::ZERO, Inner::Pending);
+        poll!(Same, budget, "zero, pending inner" => ERR);
+    }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio_timing_wheel::Sleep;
 
 pub(crate) mod alloc;
+pub(crate) mod differential;
 
 /// `n` milliseconds.
 pub(crate) fn ms(n: u64) -> Duration {
