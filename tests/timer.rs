@@ -224,3 +224,31 @@ async fn lateness_reports_how_late_fired_timers_were() {
         "exact, all time"
     );
 }
+
+/// A cancelled sleep leaves its bucket's heap item behind (so the next sleep for that bucket
+/// costs no heap push). When the wheel had emptied and a far sleep was registered first, a
+/// second, nearer sleep joining such a left-behind bucket told the driver nothing, and the
+/// alarm stayed on the far sleep: a 5 s sleep fired after an hour.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_joining_a_bucket_emptied_by_a_cancel_fires_on_time_after_a_far_one() {
+    let timer = Timer::builder().shards(1).build().unwrap();
+    let start = Instant::now();
+    // Empties a level-2 bucket (4.096-8.191 s at the default geometry) by a cancel.
+    let mut cancelled = task::spawn(timer.sleep(ms(5_000)));
+    assert_pending!(cancelled.poll());
+    drop(cancelled);
+    // A pass with the wheel otherwise empty: the alarm is disarmed.
+    timer.sleep(ms(10)).await;
+    let mut far = task::spawn(timer.sleep(Duration::from_secs(3600)));
+    assert_pending!(far.poll());
+    let mut near = task::spawn(timer.sleep_until(start + ms(5_000)));
+    assert_pending!(near.poll());
+    tokio::time::sleep_until(start + ms(5_001)).await;
+    settle().await;
+    assert!(
+        near.is_woken(),
+        "a 5 s sleep had not fired at {:?}",
+        start.elapsed()
+    );
+    assert_pending!(far.poll());
+}

@@ -89,6 +89,10 @@ pub(crate) struct Wheel<T, P = OneShot> {
     /// The next link is the first entry of an empty wheel (it reports its wake time whatever
     /// it joins).
     first_entry: bool,
+    /// Since the wheel last had nothing waiting, no `next_expiration` has pruned the heap: a
+    /// bucket emptied by removals may still hold its heap item from before, which no one
+    /// counts any more, so the first entry linked into it reports the bucket's expiration.
+    unannounced: bool,
     /// What a persistent entry hands out when it fires (see [`Persistence`]).
     persistence: PhantomData<fn() -> P>,
     /// Keep the slab's memory when the wheel empties (see [`keep_capacity`](Self::keep_capacity)).
@@ -145,6 +149,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             next_generation: 1,
             new_head: None,
             first_entry: false,
+            unannounced: false,
             persistence: PhantomData,
             keep_capacity: false,
             ordered_due: false,
@@ -214,6 +219,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         // expiration, so whatever this entry joins (even a bucket whose heap item survived
         // from before) is new to anyone who asked.
         self.first_entry = self.entries.len() == self.parked_len;
+        self.unannounced |= self.first_entry;
         let generation = self.next_generation;
         self.next_generation += 1;
         let idx = self.entries.insert(Entry {
@@ -235,8 +241,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// If an insert or reschedule since the last call may have moved
     /// [`next_expiration`](Self::next_expiration) earlier than it was when last asked (it
     /// created a bucket, a due entry, a new imminent minimum, or the first entry of an empty
-    /// wheel), the earliest time that new work needs a wake at. Joining a bucket of a
-    /// non-empty wheel reports nothing: its heap item was already counted. Whoever keeps a
+    /// wheel), the earliest time that new work needs a wake at. Joining a bucket whose heap
+    /// item was already counted reports nothing: one that holds entries, or one emptied by
+    /// removals while the wheel kept waiting entries or after a `next_expiration` answer. Whoever keeps a
     /// wakeup no later than every reported time (and every answer of `next_expiration`) never
     /// misses an entry.
     pub(crate) fn take_new_head(&mut self) -> Option<u64> {
@@ -313,6 +320,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             self.unlink(idx);
             // Nothing else waits (everything else parked, or nothing else): as for an insert.
             self.first_entry = self.entries.len() - 1 == self.parked_len;
+            self.unannounced |= self.first_entry;
             self.entries[idx as usize].deadline = deadline;
             self.link(idx);
         }
@@ -333,6 +341,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             return Some(self.now);
         }
         self.prune_heap_head();
+        // Every heap item left now expires at or after the answer, so whoever keeps a wakeup
+        // no later than it counts them all.
+        self.unannounced = false;
         let bucket = self.heap.peek().map(|(exp, _)| exp);
         let imminent = self.imminent.min();
         match (bucket, imminent) {
@@ -479,6 +490,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         lvl.len += 1;
         let b = &mut lvl.buckets[slot];
         let new_bucket = !(b.queued && b.expiration == expiration);
+        // A bucket whose heap item survived the wheel's last empty spell is news to whoever
+        // asked meanwhile, for its first entry since then (the wheel's first entry among them).
+        let news = new_bucket || (self.unannounced && b.list.is_empty());
         if new_bucket {
             debug_assert!(b.list.is_empty(), "a non-empty bucket has one expiration");
             if !b.queued {
@@ -492,7 +506,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             self.heap.push(expiration, id);
             self.stats.heap_pushes += 1;
         }
-        if new_bucket || first {
+        if news {
             self.report(expiration);
         }
     }

@@ -130,6 +130,26 @@ fn register_remove_cycles_do_not_grow_the_bucket_heap() {
     w.assert_invariants();
 }
 
+/// The heap item of a bucket emptied by a removal survives the wheel emptying. A first entry
+/// reports its own bucket; a second, nearer one joining the survivor must report too, or a
+/// driver armed for the first misses it (the proptest found this: armed for 32, due at 16).
+#[test]
+fn a_bucket_that_survived_an_empty_wheel_reports_every_entry_that_joins_it() {
+    let mut wheel: Wheel<u64> = Wheel::new(4);
+    let k = wheel.insert(16, 1).unwrap();
+    assert_eq!(wheel.take_new_head(), Some(16));
+    wheel.remove(k).unwrap();
+    assert_eq!(wheel.next_expiration(), None);
+    wheel.insert(35, 2).unwrap(); // level 2, expiring at 32
+    wheel.insert(17, 3).unwrap(); // the survivor, expiring at 16
+    assert_eq!(wheel.take_new_head(), Some(16));
+    assert_eq!(wheel.next_expiration(), Some(16));
+    // Once an answer has counted every heap item, joining a bucket reports nothing.
+    wheel.insert(18, 4).unwrap();
+    assert_eq!(wheel.take_new_head(), None);
+    assert_eq!(drain(&mut wheel, 18), [(17, 3), (18, 4)]);
+}
+
 #[test]
 fn top_level_reaches_u64_max() {
     let mut w = Wheel::new(64);
@@ -612,6 +632,26 @@ fn check_peek<P: Persistence<u64>>(wheel: &Wheel<u64, P>, model: &Naive) {
             }
         }
     }
+}
+
+/// The case the proptest shrank the survivor-bucket miss to (see
+/// `a_bucket_that_survived_an_empty_wheel_reports_every_entry_that_joins_it`), kept so every
+/// run replays it.
+#[test]
+fn model_regression_survivor_bucket_after_an_empty_wheel() {
+    let ops = vec![
+        Op::Insert(16),
+        Op::Remove(0),
+        Op::Remove(0),
+        Op::Advance(0),
+        Op::Burst {
+            delta: 3,
+            n: 7,
+            pattern: 2,
+            seed: 6522285709972068096,
+        },
+    ];
+    run_model(4, 1, ops);
 }
 
 proptest! {
