@@ -95,11 +95,10 @@
 //!   no reference count. A new task's waker is swapped in under the shard's lock.
 //! - **Cancels free at once, and never wait.** Dropping a pending sleep or timeout removes it
 //!   from the wheel, freeing its memory and its `max_pending` slot. A drop on another thread
-//!   than the shard's own (another worker, after work stealing), or while the shard's own
-//!   worker holds its lock, is handed over instead of touching the wheel or waiting (unless a
-//!   firing pass may have reached the timer's deadline; then it takes the lock, as any cancel
-//!   did): at once the timer can never fire, leaves [`Timer::pending`] and frees its slot, and
-//!   its memory is reclaimed by that shard's next registration or firing pass.
+//!   while the shard's own worker holds its lock is handed over instead of waiting (unless a
+//!   firing pass may have reached the timer's deadline; then it waits, as any cancel did): at
+//!   once the timer can never fire, leaves [`Timer::pending`] and frees its slot, and its
+//!   memory is reclaimed by that shard's next registration or the timer's next firing pass.
 //! - **Idle costs nothing**: with no timer pending the timer holds no Tokio sleep at all; an
 //!   hour-long timer costs a handful of wakeups (one per level on its way down).
 //! - **Horizon.** A timer counts nanoseconds since it was built in a `u64`: deadlines more than
@@ -132,11 +131,10 @@
 //!   behind its own mutex. A thread always registers into the same shard, so workers
 //!   registering and cancelling at high rates do not contend with each other; a future
 //!   remembers its shard and cancels there, from any thread. This is what Tokio's single
-//!   driver lock (tokio#6504, #7226) cannot do. A cancel from another thread than the shard's
-//!   own (work stealing moved the future to another worker, whose drop would race the shard's
-//!   own registrations for its lock and its wheel's memory), or one that finds the lock taken,
-//!   hands its key to the shard's inbox instead; whoever takes the lock next removes it
-//!   before filing or firing anything.
+//!   driver lock (tokio#6504, #7226) cannot do. A cancel that finds the shard's lock taken
+//!   (work stealing moved the future to another worker, whose drop races the shard's own
+//!   registrations) hands its key to the shard's inbox instead of waiting; whoever takes the
+//!   lock next removes it before filing or firing anything.
 //! - **Finding the default timer.** The free functions look up the current runtime's timer
 //!   once per task and thread (a task's later timers skip the runtime-handle clone, whose
 //!   reference count every worker touches); see the note under the quick start.

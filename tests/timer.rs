@@ -252,3 +252,51 @@ async fn a_sleep_joining_a_bucket_emptied_by_a_cancel_fires_on_time_after_a_far_
     );
     assert_pending!(far.poll());
 }
+
+/// A sleep registered on one thread and dropped on another (work stealing), with the shard's
+/// lock free, gives back its memory at once, the task's waker included (which keeps the
+/// task's allocation alive). Handed over to the shard instead (as an earlier version did), the
+/// waker stayed until the shard's next registration or the timer's next pass: with the
+/// registering thread gone and nothing else pending, when the sleep's bucket came due, most of
+/// an hour later.
+#[test]
+fn a_sleep_dropped_on_another_thread_lets_go_of_its_waker_before_its_bucket_comes_due() {
+    struct Task;
+    impl std::task::Wake for Task {
+        fn wake(self: Arc<Self>) {}
+    }
+    let rt = common::paused_runtime();
+    let timer = rt.block_on(async { Timer::builder().shards(1024).build().unwrap() });
+    // This thread takes its shard number first, so the registering thread's differs.
+    drop(timer.sleep(ms(1)));
+    let task = Arc::new(Task);
+    let sleep = std::thread::spawn({
+        let timer = timer.clone();
+        let waker = std::task::Waker::from(task.clone());
+        move || {
+            let mut sleep = timer.sleep(Duration::from_secs(3600));
+            assert!(Pin::new(&mut sleep)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
+            sleep // the registering thread exits
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(timer.pending(), 1);
+    assert_eq!(
+        Arc::strong_count(&task),
+        2,
+        "the wheel holds the task's waker"
+    );
+    drop(sleep); // on another thread than the one that registered it
+    assert_eq!(timer.pending(), 0);
+    let passes = timer.metrics().passes;
+    rt.block_on(async { tokio::time::sleep(Duration::from_secs(60)).await });
+    assert_eq!(
+        Arc::strong_count(&task),
+        1,
+        "a cancelled sleep still holds its task's waker a minute later ({} passes since)",
+        timer.metrics().passes - passes
+    );
+}

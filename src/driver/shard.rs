@@ -22,7 +22,8 @@ use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
 #[repr(align(128))]
 pub(crate) struct Shard {
     /// On lines of its own: the shard's worker writes the lock and the wheel on every
-    /// registration, while other threads read the fields below to cancel.
+    /// registration, while other threads read the fields below (to re-poll, to hand a cancel
+    /// over).
     wheel: Lines<Mutex<WakerWheel>>,
     /// The wheel time through which firing passes have handed out (or are handing out) this
     /// shard's entries: stored, under the lock, before a pass takes its first entry, so an
@@ -30,18 +31,13 @@ pub(crate) struct Shard {
     /// Lets a re-poll tell "due" from "still waiting" without the lock (see
     /// [`TimerEntry::poll`](super::entry::TimerEntry::poll)). Monotone; 0 until the first pass.
     pub(super) fired_through: AtomicU64,
-    /// Cancellations handed over by other threads than the shard's own, or by threads that
-    /// found the wheel's lock taken.
+    /// Cancellations handed over by threads that found the wheel's lock taken.
     inbox: Inbox,
     pub(super) driver: Arc<Driver>,
-    /// This shard's place among its timer's `count` shards: the threads that use it (see
-    /// [`this_thread_shard`]) are its home, and a cancel from elsewhere hands over.
-    index: usize,
-    count: usize,
 }
 
-/// Keys of one-shot entries cancelled from another thread than the shard's own, or while
-/// another thread held the wheel's lock (the shard's own worker registering, or a pass): removed from the wheel by the shard's next
+/// Keys of one-shot entries cancelled while another thread held the wheel's lock (the
+/// shard's own worker registering, or a pass): removed from the wheel by the shard's next
 /// registration (before it files anything), its next pass (before it fires anything), a
 /// shutdown's drain or `Timer::shrink_to_fit`, so a cancel from another worker never waits
 /// behind the shard's owner. See [`Shard::cancel_entry`].
@@ -68,7 +64,7 @@ impl fmt::Debug for Shard {
 }
 
 impl Shard {
-    pub(crate) fn new(wheel_size: usize, driver: Arc<Driver>, index: usize, count: usize) -> Shard {
+    pub(crate) fn new(wheel_size: usize, driver: Arc<Driver>) -> Shard {
         Shard {
             wheel: Lines(Mutex::new(WakerWheel::persistent(
                 wheel_size,
@@ -81,15 +77,7 @@ impl Shard {
                 len: AtomicUsize::new(0),
             },
             driver,
-            index,
-            count,
         }
-    }
-
-    /// Whether this thread is one that registers on this shard.
-    #[inline]
-    pub(crate) fn is_home(&self) -> bool {
-        this_thread_shard(self.count) == self.index
     }
 
     /// The driver this shard belongs to (for `Timer`'s own operations: shutdown, metrics).
@@ -189,25 +177,24 @@ impl Shard {
     /// Cancels a one-shot entry filed for wheel time `units` (a `TimerEntry`'s): `true` if it
     /// was pending. Its key must not be used again.
     ///
-    /// From a thread of the shard's home (one that registers here, see [`this_thread_shard`])
-    /// that finds the wheel's lock free, the entry is removed at once. Otherwise (another
-    /// worker dropping what this shard's worker registered, as work stealing makes common, or
-    /// the lock held by the shard's worker or a pass) the cancel is handed over instead of
-    /// touching the lock and the wheel that the shard's own worker is writing: the key goes to
-    /// the inbox, which the shard's next registration, pass or drain sweeps before it files or
-    /// fires anything, and the slot is given back now. Why the entry can then never fire: a
-    /// pass stores `fired_through` before it sweeps, at each lock hold, always through the
-    /// inbox's lock, which orders the sweep and this hand-over. A sweep that comes first
-    /// published its time before it, so this thread reads it, and hands over only if `units`
-    /// is later (that pass and every earlier one stop short of the entry); a sweep that comes
-    /// later finds the key and removes the entry before its pass fires anything. A shutdown
-    /// sets its flag before its drain sweeps, so a hand-over after that sweep sees the flag
-    /// and takes the lock instead. Memory: reclaimed by the shard's next registration or pass.
+    /// With the wheel's lock free, the entry is removed at once, from whatever thread: its
+    /// memory and its waker (often a task, whose allocation the waker keeps alive) go now, as
+    /// nothing else may come to reclaim them before the entry's bucket is due (a shard whose
+    /// worker has gone quiet, or exited, sees no registration; a quiet timer, no pass). If
+    /// another thread holds it (the shard's worker registering, or a pass), the cancel is
+    /// handed over instead of waiting: the key goes to the inbox, which the shard's next
+    /// registration, pass or drain sweeps before it files or fires anything, and the slot is
+    /// given back now. Why the entry can then never fire: a pass stores `fired_through` before
+    /// it sweeps, at each lock hold, always through the inbox's lock, which orders the sweep
+    /// and this hand-over. A sweep that comes first published its time before it, so this
+    /// thread reads it, and hands over only if `units` is later (that pass and every earlier
+    /// one stop short of the entry); a sweep that comes later finds the key and removes the
+    /// entry before its pass fires anything. A shutdown sets its flag before its drain sweeps,
+    /// so a hand-over after that sweep sees the flag and takes the lock instead. Memory:
+    /// reclaimed by the shard's next registration or the timer's next pass.
     pub(crate) fn cancel_entry(&self, key: Key, units: u64) -> bool {
-        if self.is_home() {
-            if let Some(wheel) = try_lock(&self.wheel.0) {
-                return self.remove_under(wheel, key).is_some(); // the waker drops after the guard
-            }
+        if let Some(wheel) = try_lock(&self.wheel.0) {
+            return self.remove_under(wheel, key).is_some(); // the waker drops after the guard
         }
         if self.hand_over(key, units) {
             return true;
