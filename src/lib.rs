@@ -46,9 +46,11 @@
 //! [`time`] mirrors `tokio::time`: `use tokio::time::{sleep, timeout, Instant, ...}` becomes
 //! `use tokio_timing_wheel::time::{sleep, timeout, Instant, ...}`, and tokio-util's
 //! `DelayQueue` becomes [`DelayQueue`]. Tokio's and tokio-util's own timer tests pass with
-//! only those imports changed, with one accepted difference: deadlines here are exact, so a
+//! only those imports changed, with two accepted differences: deadlines here are exact, so a
 //! timer whose deadline falls between two of Tokio's 1 ms ticks may complete up to a tick
-//! earlier than Tokio's would (never before its deadline). The [`time`] module's docs hold
+//! earlier than Tokio's would (never before its deadline); and moving a `DelayQueue` item to a
+//! later deadline wakes no task, where tokio-util's may (a spurious wake, which its docs do not
+//! promise). The [`time`] module's docs hold
 //! the migration table: each tokio, tokio-util, hyper-util, tower, tower-http, axum and
 //! tonic name, its counterpart here, and what differs in behaviour or cost.
 //!

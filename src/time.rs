@@ -20,7 +20,7 @@
 //! | `tokio::time::error::Elapsed` | [`time::error::Elapsed`](error::Elapsed) | another type: `Into<std::io::Error>` (`TimedOut`), `Error + Send + Sync`, [`is_shutdown`](crate::Elapsed::is_shutdown) |
 //! | `tokio::time::interval`, `interval_at`, `Interval`, `MissedTickBehavior` | same names here | one wheel entry for the interval's life; [`Interval::set_period`] added |
 //! | `tokio::time::Instant`, `Duration` | re-exported | the same types |
-//! | `tokio_util::time::DelayQueue`, `compact` | [`DelayQueue`](crate::DelayQueue), [`compact`](crate::DelayQueue::compact) | exact deadlines (tokio-util rounds to 1 ms); no panic past 2^36 ms; no allocation per expiry; every past deadline counts as due, and due items come out in deadline order |
+//! | `tokio_util::time::DelayQueue`, `compact` | [`DelayQueue`](crate::DelayQueue), [`compact`](crate::DelayQueue::compact) | exact deadlines (tokio-util rounds to 1 ms); no panic past 2^36 ms; no allocation per expiry; every past deadline counts as due, and due items come out in deadline order; moving an item later wakes no task (tokio-util's may) |
 //! | `tokio::spawn` after `tokio::time::sleep` | [`spawn_after`](crate::spawn_after), [`spawn_at`](crate::spawn_at) | the future waits in the wheel, not as a task; cancellable exactly once; [`DelayedTask::reset`](crate::DelayedTask::reset) moves it |
 //! | `hyper_util::rt::TokioTimer` | `tokio_timing_wheel::hyper::HyperTimer` (feature `hyper`) | sleeps on the wheel, reset in place |
 //! | `tower::timeout::{TimeoutLayer, Timeout}` | `tokio_timing_wheel::tower::{TimeoutLayer, Timeout}` (feature `tower`) | its error is tower's own `Elapsed`, boxed |
