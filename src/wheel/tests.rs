@@ -438,6 +438,9 @@ enum Op {
     Insert(u64),
     InsertPersistent(u64),
     Remove(usize),
+    /// Removes every entry still pending: the wheel empties with its buckets' heap items left
+    /// behind, which the next entries may join.
+    RemoveAll,
     Reschedule(usize, u64),
     Advance(u64),
     /// Advances with a small work budget, possibly stopping part-way through a pass: other
@@ -493,6 +496,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => delta.clone().prop_map(Op::Insert),
         1 => delta.clone().prop_map(Op::InsertPersistent),
         2 => any::<usize>().prop_map(Op::Remove),
+        1 => Just(Op::RemoveAll),
         2 => (any::<usize>(), delta).prop_map(|(i, d)| Op::Reschedule(i, d)),
         3 => advance.clone().prop_map(Op::Advance),
         2 => (advance, 1usize..8).prop_map(|(by, b)| Op::PartialAdvance(by, b)),
@@ -555,6 +559,12 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
             Op::Remove(i) if !keys.is_empty() => {
                 let (key, id) = keys[i % keys.len()];
                 assert_eq!(wheel.remove(key).is_some(), model.remove(id));
+            }
+            Op::RemoveAll => {
+                for &(key, id) in &keys {
+                    assert_eq!(wheel.remove(key).is_some(), model.remove(id));
+                }
+                assert!(wheel.is_empty());
             }
             Op::Reschedule(i, delta) if !keys.is_empty() => {
                 let (key, id) = keys[i % keys.len()];
