@@ -79,6 +79,7 @@
 
 mod alloc;
 mod cpu;
+mod floor;
 mod lateness;
 mod ops;
 mod poll;

@@ -22,6 +22,13 @@
 //! cost per timeout" is `1/rate - 1/rate_baseline`, the wall time the timer adds to the
 //! harness's own (boxing, handing over, freeing on another thread), and the ratio over it is
 //! the one a timer can move.
+//!
+//! A floor runs in the same harness: [`FloorTimeout`](crate::floor::FloorTimeout), the least a
+//! timer shared between threads does for a timeout it cancels, if the cancel frees the entry
+//! at once (a clock read; a lock, a slab insert and a waker clone on the registering thread;
+//! that lock again, the removal and the waker's drop on the cancelling one; no wheel, no
+//! firing). Its cost over the harness is what no such timer can go below here: a target
+//! against Tokio that the floor itself misses cannot be met by a timer of that kind.
 
 use std::collections::VecDeque;
 use std::future::{pending, Future};
@@ -37,6 +44,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 
 use super::{Ctx, Workload};
+use crate::floor::FloorTimeout;
 use crate::poll::poll_once;
 use crate::report::{interleaved, print_table, rate, ratio, unmeasured_row, Summary};
 use crate::rt::{run_task, Flavor, ALT_TIMER_MISSING};
@@ -62,11 +70,14 @@ enum System {
     Ours,
     Tokio,
     TokioAlt,
+    /// Not a timer: the floor (see the module docs).
+    Floor,
 }
 
-const SYSTEMS: [System; 4] = [
+const SYSTEMS: [System; 5] = [
     System::Baseline,
     System::Ours,
+    System::Floor,
     System::Tokio,
     System::TokioAlt,
 ];
@@ -78,6 +89,7 @@ impl System {
             System::Ours => "ours: timeout",
             System::Tokio => "tokio::time::timeout",
             System::TokioAlt => "tokio::time::timeout (alt timer)",
+            System::Floor => "floor: clock read, lock + slab on each side",
         }
     }
 
@@ -87,6 +99,9 @@ impl System {
         match self {
             System::Baseline => bench(Flavor::MultiThread, workers, n, |d| NoTimer {
                 fires: d == FIRES_AFTER,
+            }),
+            System::Floor => bench(Flavor::MultiThread, workers, n, |d| {
+                FloorTimeout::new(d, d == FIRES_AFTER)
             }),
             System::Ours => bench(Flavor::MultiThread, workers, n, |d| {
                 tokio_timing_wheel::timeout(d, pending::<()>()).map(|r| r.is_err())
@@ -317,15 +332,21 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         ],
         &rows,
     );
+    let peers = || {
+        SYSTEMS
+            .iter()
+            .zip(&reps)
+            .filter(|(sys, _)| matches!(sys, System::Tokio | System::TokioAlt))
+    };
     let metric = "timeouts/s, registered and cancelled across workers";
-    for (sys, r) in SYSTEMS.iter().zip(&reps).skip(2) {
+    for (sys, r) in peers() {
         match r {
             Some(r) => summary.add(metric, sys.name(), [ours[0], r.median(0)], true, rate),
             None => summary.add_unmeasured(metric, sys.name(), ALT_TIMER_MISSING),
         }
     }
     let metric = "timer cost ns per timeout across workers (over no timer)";
-    for (sys, r) in SYSTEMS.iter().zip(&reps).skip(2) {
+    for (sys, r) in peers() {
         match r {
             Some(r) => summary.add(
                 metric,
@@ -337,4 +358,20 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
             None => summary.add_unmeasured(metric, sys.name(), ALT_TIMER_MISSING),
         }
     }
+    // Not ours: how far any timer that frees a cancelled entry at once could get past Tokio's.
+    let floor = reps[2]
+        .as_ref()
+        .expect("the floor is always measured")
+        .median(0);
+    let tokio = reps[3]
+        .as_ref()
+        .expect("Tokio is always measured")
+        .median(0);
+    summary.add_text(
+        "the floor's timeouts/s across workers (not a timer: the most a timer freeing at cancel can reach)",
+        &rate(floor),
+        System::Tokio.name(),
+        &rate(tokio),
+        &ratio(floor, tokio, true),
+    );
 }

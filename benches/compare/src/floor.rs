@@ -1,0 +1,130 @@
+//! The least work a timer shared between threads does for a timeout it never fires: a floor to
+//! measure timers against, not a timer.
+//!
+//! A timer that never fires early computes its deadline from the clock; one whose cancelled
+//! entries leave at once (their memory, and the waker that keeps a task alive) must reach the
+//! registering thread's structure from whichever thread drops the future. [`FloorTimeout`]
+//! does exactly that and nothing more: one `tokio::time::Instant::now()` and an addition, then,
+//! on first poll, a waker clone and an insert into a slab behind the registering thread's lock,
+//! and on drop, that lock again (taken from the dropping thread) and the removal. No wheel, no
+//! ordering, no firing, no limit, no shutdown, no reference count: its shards are statics, a
+//! thread's found through a thread-local index. A real timer does all of this and more, so its
+//! cost cannot fall below this one's in the same harness, however it is built, as long as a
+//! cancel frees its entry at once.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use slab::Slab;
+use tokio::time::Instant;
+
+/// Shards, each on lines of its own, handed to threads in turn.
+const SHARDS: usize = 64;
+
+#[repr(align(128))]
+struct Shard(Mutex<Slab<(Instant, Waker)>>);
+
+static FLOOR_SHARDS: [Shard; SHARDS] = [const { Shard(Mutex::new(Slab::new())) }; SHARDS];
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static MY_SHARD: Cell<Option<&'static Shard>> = const { Cell::new(None) };
+}
+
+/// The registering thread's shard.
+fn my_shard() -> &'static Shard {
+    MY_SHARD.with(|s| match s.get() {
+        Some(shard) => shard,
+        None => {
+            let shard = &FLOOR_SHARDS[NEXT_SHARD.fetch_add(1, Relaxed) % SHARDS];
+            s.set(Some(shard));
+            shard
+        }
+    })
+}
+
+/// A future that never completes (as a timeout around a pending future that is cancelled),
+/// registered as described in the module documentation; or, made with `fires`, one that
+/// completes at once with `true` (the harness's fired timeouts cost nothing here, which only
+/// lowers the floor).
+pub(crate) struct FloorTimeout {
+    deadline: Instant,
+    fires: bool,
+    registered: Option<(&'static Shard, usize)>,
+}
+
+impl FloorTimeout {
+    pub(crate) fn new(duration: Duration, fires: bool) -> FloorTimeout {
+        FloorTimeout {
+            deadline: Instant::now() + duration,
+            fires,
+            registered: None,
+        }
+    }
+}
+
+impl Future for FloorTimeout {
+    type Output = bool;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        if self.fires {
+            return Poll::Ready(true);
+        }
+        if self.registered.is_none() {
+            let shard = my_shard();
+            let key = shard
+                .0
+                .lock()
+                .unwrap()
+                .insert((self.deadline, cx.waker().clone()));
+            self.registered = Some((shard, key));
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for FloorTimeout {
+    fn drop(&mut self) {
+        if let Some((shard, key)) = self.registered.take() {
+            let entry = shard.0.lock().unwrap().remove(key);
+            drop(entry); // the waker, after the lock
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::pin;
+
+    #[test]
+    fn a_floor_timeout_is_filed_on_first_poll_and_removed_on_drop() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let shard = my_shard();
+            let before = shard.0.lock().unwrap().len();
+            let mut t = Box::pin(FloorTimeout::new(Duration::from_secs(5), false));
+            assert!(crate::poll::poll_once(t.as_mut()).await.is_pending());
+            assert!(crate::poll::poll_once(t.as_mut()).await.is_pending());
+            assert_eq!(shard.0.lock().unwrap().len(), before + 1, "filed once");
+            drop(t);
+            assert_eq!(shard.0.lock().unwrap().len(), before, "removed on drop");
+            let fired = pin!(FloorTimeout::new(Duration::from_millis(1), true));
+            assert_eq!(crate::poll::poll_once(fired).await, Poll::Ready(true));
+            assert_eq!(
+                shard.0.lock().unwrap().len(),
+                before,
+                "a firing one is not filed"
+            );
+        });
+    }
+}
