@@ -95,12 +95,14 @@
 //! - **Re-polls are cheap.** A pending sleep or timeout polled again by the same task (a
 //!   request timeout at every wake of its handler) reads two atomics, as Tokio's does: no lock,
 //!   no reference count. A new task's waker is swapped in under the shard's lock.
-//! - **Cancels free at once, and never wait.** Dropping a pending sleep or timeout removes it
-//!   from the wheel, freeing its memory and its `max_pending` slot. A drop on another thread
-//!   while the shard's own worker holds its lock is handed over instead of waiting (unless a
-//!   firing pass may have reached the timer's deadline; then it waits, as any cancel did): at
-//!   once the timer can never fire, leaves [`Timer::pending`] and frees its slot, and its
-//!   memory is reclaimed by that shard's next registration or the timer's next firing pass.
+//! - **Cancels free at once, and never wait.** Dropping a pending sleep or timeout on the
+//!   thread that registered it removes it from the wheel, freeing its memory and its
+//!   `max_pending` slot. A drop on another thread (work stealing moved the future), or while a
+//!   pass holds the shard's lock, is handed over to the shard instead (unless a firing pass
+//!   may have reached the timer's deadline; then it waits for the lock): at once the timer can
+//!   never fire, leaves [`Timer::pending`] and frees its slot, and its memory, with the waker
+//!   it holds, is reclaimed by that shard's next registration or by a firing pass, which the
+//!   hand-over asks for no later than 10 ms after the timer's last.
 //! - **Idle costs nothing**: with no timer pending the timer holds no Tokio sleep at all; an
 //!   hour-long timer costs a handful of wakeups (one per level on its way down).
 //! - **Horizon.** A timer counts nanoseconds since it was built in a `u64`: deadlines more than
@@ -132,11 +134,12 @@
 //! - **Shards.** A [`Timer`] holds several wheels ("shards", by default four per CPU), each
 //!   behind its own mutex. A thread always registers into the same shard, so workers
 //!   registering and cancelling at high rates do not contend with each other; a future
-//!   remembers its shard and cancels there, from any thread. This is what Tokio's single
-//!   driver lock (tokio#6504, #7226) cannot do. A cancel that finds the shard's lock taken
-//!   (work stealing moved the future to another worker, whose drop races the shard's own
-//!   registrations) hands its key to the shard's inbox instead of waiting; whoever takes the
-//!   lock next removes it before filing or firing anything.
+//!   remembers its shard and cancels there. This is what Tokio's single driver lock
+//!   (tokio#6504, #7226) cannot do. A cancel from another thread (work stealing moved the
+//!   future to another worker) hands its key to the shard's inbox rather than take the lock
+//!   and write the wheel lines the shard's own worker is writing, as does a cancel that finds
+//!   the lock taken; whoever takes the lock next removes it before filing or firing anything,
+//!   and the first key into an empty inbox makes sure a pass comes within 10 ms.
 //! - **Finding the default timer.** The free functions look up the current runtime's timer
 //!   once per task and thread (a task's later timers skip the runtime-handle clone, whose
 //!   reference count every worker touches); see the note under the quick start.

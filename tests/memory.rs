@@ -92,6 +92,10 @@ const CYCLES: usize = 200_000;
 const CYCLES: usize = 50_000;
 const CYCLE_ROUNDS: usize = 5;
 
+/// Sleeps registered on another thread and cancelled on the runtime's, per round.
+const REMOTE: usize = 100_000;
+const REMOTE_ROUNDS: usize = 5;
+
 /// Allowed growth between the first and the last round.
 const TOLERANCE: usize = 64 * 1024;
 
@@ -254,6 +258,55 @@ async fn rpc_cycle_rounds(timer: &Timer) -> Vec<usize> {
     after
 }
 
+/// Sleeps registered (first poll) on a thread of their own and dropped on the runtime's, as
+/// work stealing moves a future to another worker between registering and cancelling it: the
+/// cancels are handed over to the registering thread's shard. Each is no longer pending at
+/// once; its memory comes back with a pass within 10 ms of the timer's last, although the
+/// registering thread registers nothing more until the next round.
+async fn remote_cancel_rounds(timer: &Timer) -> Vec<usize> {
+    let (to_helper, requests) = std::sync::mpsc::channel::<usize>();
+    let (to_runtime, registered) = std::sync::mpsc::channel::<Vec<Sleep>>();
+    let helper = std::thread::spawn({
+        let timer = timer.clone();
+        move || {
+            let waker = futures::task::noop_waker();
+            let mut cx = Context::from_waker(&waker);
+            for n in requests {
+                let sleeps = (0..n)
+                    .map(|i| {
+                        let d = Duration::from_secs(3_600) + Duration::from_micros(i as u64);
+                        let mut s = timer.sleep(d);
+                        assert!(Pin::new(&mut s).poll(&mut cx).is_pending());
+                        s
+                    })
+                    .collect();
+                to_runtime.send(sleeps).unwrap();
+            }
+        }
+    });
+    let mut after = Vec::with_capacity(REMOTE_ROUNDS);
+    for round in 1..=REMOTE_ROUNDS {
+        to_helper.send(REMOTE).unwrap();
+        let sleeps = registered.recv().unwrap();
+        assert_eq!(timer.pending(), REMOTE, "round {round}: all registered");
+        drop(sleeps); // on this thread: handed over
+        assert_eq!(timer.pending(), 0, "round {round}: none pending at once");
+        // A pass within 10 ms of the last one sweeps them (real time: leave a margin).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        settle_for(SETTLE_YIELDS).await;
+        let now = current();
+        println!(
+            "remote round {round:2}: {REMOTE} sleeps registered on another thread and dropped \
+             here; after: {:9.1} KiB",
+            kib(now)
+        );
+        after.push(now);
+    }
+    drop(to_helper);
+    helper.join().unwrap();
+    after
+}
+
 #[test]
 fn memory_is_flat_across_rounds_of_registering_and_cancelling() {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -307,5 +360,26 @@ fn memory_is_flat_across_rounds_of_registering_and_cancelling() {
              cycles, with no timer pending in between: {after:?}"
         );
         assert_eq!(timer.pending(), 0);
+
+        // The registering thread's shard differs from this thread's among 64 (threads take
+        // shard numbers in turn).
+        let remote_timer = Timer::builder().shards(64).build().unwrap();
+        remote_timer.sleep(Duration::from_millis(2)).await;
+        let before = current();
+        let after = remote_cancel_rounds(&remote_timer).await;
+        println!(
+            "remote: before {:.1} KiB, after round 1 {:.1} KiB, after round {REMOTE_ROUNDS} \
+             {:.1} KiB",
+            kib(before),
+            kib(after[0]),
+            kib(after[after.len() - 1]),
+        );
+        assert_flat(&after);
+        assert!(
+            after[0] <= before + TOLERANCE,
+            "sleeps cancelled from another thread left {} bytes behind after a pass",
+            after[0].saturating_sub(before)
+        );
+        assert_eq!(remote_timer.pending(), 0);
     });
 }

@@ -416,6 +416,38 @@ fn loom_contended_cancel_vs_shutdown() {
     });
 }
 
+/// A hand-over (a cancel from another thread than the shard's) racing with a pass: the cancel
+/// is never fired, and the handed-over entry is either swept by the pass, or left with the
+/// alarm set no later than `SWEEP_WITHIN` after the shard's last pass, so a pass comes to
+/// sweep it even if the shard registers nothing more (its memory, and the waker it holds, are
+/// never kept until the entry's own bucket comes due).
+#[test]
+fn loom_hand_over_vs_pass_leaves_the_entry_swept_or_a_pass_due() {
+    use super::shard::SWEEP_WITHIN;
+    model(|| {
+        let (driver, shards, _rt) = timer(1, usize::MAX);
+        let shard = shards[0].clone();
+        let (counter, waker) = Counter::waker();
+        let key = shard.register(HOUR, waker).unwrap().unwrap();
+
+        let s = shard.clone();
+        let canceller = thread::spawn(move || s.hand_over(key, HOUR));
+        driver.fire_alarm();
+        assert!(canceller.join().unwrap(), "an hour away: handed over");
+
+        assert_eq!(counter.wakes(), 0, "a cancelled entry fired");
+        assert_eq!(shard.len(), 0, "not pending once handed over");
+        if !shard.lock().is_empty() {
+            let by = shard.fired_through.load(SeqCst) + SWEEP_WITHIN;
+            let alarm = driver.alarm_set_for();
+            assert!(
+                alarm.is_some_and(|a| a <= by),
+                "handed over and not swept, but no pass due by {by}: alarm {alarm:?}"
+            );
+        }
+    });
+}
+
 /// Cancels from a thread that finds the wheel's lock taken are handed over, not waited for:
 /// at once the entry is no longer pending and its slot is free, it never fires, and the
 /// shard's next registration reclaims its memory, so a loop of them holds memory flat.
@@ -460,24 +492,49 @@ fn handed_over_cancels_free_the_slot_at_once_and_memory_at_the_next_registration
     assert_eq!(counter.wakes(), 0, "a cancelled entry fired");
 }
 
-/// A cancel that finds the wheel's lock free removes the entry at once, whichever thread's
-/// shard it is (another worker dropping what the shard's worker registered): its memory and
-/// its waker go now. Handed over instead, they would wait for the shard's next registration
-/// or the timer's next pass, which for a shard whose worker has gone quiet (or exited) and a
-/// quiet timer is when the entry's bucket comes due, an hour later here.
+/// A cancel that finds the wheel's lock free removes the entry at once on the shard's own
+/// thread: its memory and its waker go now. From another thread than the shard's (another
+/// worker dropping what the shard's worker registered) it is handed over: no longer pending
+/// and its slot free at once, never fired, and the alarm is armed no later than
+/// `SWEEP_WITHIN` after the shard's last pass, whose sweep lets go of the waker, so a shard
+/// whose worker has gone quiet (or exited) does not keep it until the entry's bucket comes due
+/// an hour later.
 #[cfg(not(loom))]
 #[test]
-fn a_cancel_from_another_threads_shard_with_the_lock_free_removes_at_once() {
+fn a_cancel_from_another_threads_shard_is_swept_by_a_pass_within_the_bound() {
+    use super::shard::{this_thread_shard, SWEEP_WITHIN};
     let (driver, shards, _rt) = timer(2, 4);
     let (counter, waker) = Counter::waker();
-    for shard in shards.iter() {
+    let home = this_thread_shard(shards.len());
+    for (i, shard) in shards.iter().enumerate() {
         let mut entry = TimerEntry::new(shard.clone(), ());
         entry.register_units(HOUR, &waker);
         assert_eq!(Arc::strong_count(&counter), 3, "the wheel holds a clone");
+        let by = shard.fired_through.load(SeqCst) + SWEEP_WITHIN;
+        if i != home {
+            assert!(driver.arm.armed() > by, "armed for the hour's bucket");
+        }
         assert!(entry.cancel());
-        assert_eq!(shard.lock().len(), 0, "removed at once");
-        assert_eq!(Arc::strong_count(&counter), 2, "the waker dropped at once");
+        assert_eq!(shard.len(), 0, "not pending once cancelled");
         assert_eq!(driver.reserved(), 0, "slot free at once");
+        if i == home {
+            assert_eq!(shard.lock().len(), 0, "removed at once");
+            assert_eq!(Arc::strong_count(&counter), 2, "the waker dropped at once");
+            continue;
+        }
+        assert_eq!(shard.lock().len(), 1, "handed over, not removed");
+        assert!(
+            driver.arm.armed() <= by,
+            "a pass is asked for within the bound: armed {} > {by}",
+            driver.arm.armed()
+        );
+        assert_eq!(fire(shard, by), 0, "a cancelled entry fired");
+        assert_eq!(shard.lock().len(), 0, "swept by the pass");
+        assert_eq!(
+            Arc::strong_count(&counter),
+            2,
+            "the waker dropped by the sweep"
+        );
     }
     assert_eq!(counter.wakes(), 0, "a cancelled entry fired");
 }

@@ -172,7 +172,7 @@ impl Driver {
             batch: Mutex::new(Vec::new()),
         });
         let shards: Box<[Arc<Shard>]> = (0..shards)
-            .map(|_| Arc::new(Shard::new(wheel_size, driver.clone())))
+            .map(|index| Arc::new(Shard::new(wheel_size, driver.clone(), index, shards)))
             .collect();
         let weak = shards.iter().map(Arc::downgrade).collect();
         driver

@@ -31,16 +31,27 @@ pub(crate) struct Shard {
     /// Lets a re-poll tell "due" from "still waiting" without the lock (see
     /// [`TimerEntry::poll`](super::entry::TimerEntry::poll)). Monotone; 0 until the first pass.
     pub(super) fired_through: AtomicU64,
-    /// Cancellations handed over by threads that found the wheel's lock taken.
+    /// Cancellations handed over by other threads than the shard's own, or by threads that
+    /// found the wheel's lock taken.
     inbox: Inbox,
     pub(super) driver: Arc<Driver>,
+    /// This shard's place among its timer's `count` shards: the threads that register here
+    /// (see [`this_thread_shard`]) are its home, and a cancel from elsewhere hands over.
+    index: usize,
+    count: usize,
 }
 
-/// Keys of one-shot entries cancelled while another thread held the wheel's lock (the
-/// shard's own worker registering, or a pass): removed from the wheel by the shard's next
-/// registration (before it files anything), its next pass (before it fires anything), a
-/// shutdown's drain or `Timer::shrink_to_fit`, so a cancel from another worker never waits
-/// behind the shard's owner. See [`Shard::cancel_entry`].
+/// How soon after a shard's last pass (in wheel time: nanoseconds) the entries handed over to
+/// its inbox are reclaimed at the latest, if no registration of the shard sweeps them first:
+/// the first key into an empty inbox asks for a pass by then.
+pub(crate) const SWEEP_WITHIN: u64 = 10_000_000;
+
+/// Keys of one-shot entries cancelled from another thread than the shard's own, or while
+/// another thread held the wheel's lock (the shard's own worker registering, or a pass):
+/// removed from the wheel by the shard's next registration (before it files anything), its
+/// next pass (before it fires anything; one comes within [`SWEEP_WITHIN`] of the last), a
+/// shutdown's drain or `Timer::shrink_to_fit`, so a cancel from another worker neither waits
+/// behind the shard's owner nor writes the lines it is writing. See [`Shard::cancel_entry`].
 ///
 /// On lines of its own: other threads write it, the shard's owner only reads `len` on each
 /// registration.
@@ -64,7 +75,8 @@ impl fmt::Debug for Shard {
 }
 
 impl Shard {
-    pub(crate) fn new(wheel_size: usize, driver: Arc<Driver>) -> Shard {
+    /// Shard `index` of a timer's `count`.
+    pub(crate) fn new(wheel_size: usize, driver: Arc<Driver>, index: usize, count: usize) -> Shard {
         Shard {
             wheel: Lines(Mutex::new(WakerWheel::persistent(
                 wheel_size,
@@ -77,7 +89,15 @@ impl Shard {
                 len: AtomicUsize::new(0),
             },
             driver,
+            index,
+            count,
         }
+    }
+
+    /// Whether this thread is one that registers on this shard.
+    #[inline]
+    fn is_home(&self) -> bool {
+        this_thread_shard(self.count) == self.index
     }
 
     /// The driver this shard belongs to (for `Timer`'s own operations: shutdown, metrics).
@@ -177,24 +197,30 @@ impl Shard {
     /// Cancels a one-shot entry filed for wheel time `units` (a `TimerEntry`'s): `true` if it
     /// was pending. Its key must not be used again.
     ///
-    /// With the wheel's lock free, the entry is removed at once, from whatever thread: its
-    /// memory and its waker (often a task, whose allocation the waker keeps alive) go now, as
-    /// nothing else may come to reclaim them before the entry's bucket is due (a shard whose
-    /// worker has gone quiet, or exited, sees no registration; a quiet timer, no pass). If
-    /// another thread holds it (the shard's worker registering, or a pass), the cancel is
-    /// handed over instead of waiting: the key goes to the inbox, which the shard's next
-    /// registration, pass or drain sweeps before it files or fires anything, and the slot is
-    /// given back now. Why the entry can then never fire: a pass stores `fired_through` before
-    /// it sweeps, at each lock hold, always through the inbox's lock, which orders the sweep
-    /// and this hand-over. A sweep that comes first published its time before it, so this
-    /// thread reads it, and hands over only if `units` is later (that pass and every earlier
-    /// one stop short of the entry); a sweep that comes later finds the key and removes the
-    /// entry before its pass fires anything. A shutdown sets its flag before its drain sweeps,
-    /// so a hand-over after that sweep sees the flag and takes the lock instead. Memory:
-    /// reclaimed by the shard's next registration or the timer's next pass.
+    /// From a thread that registers on this shard (see [`this_thread_shard`]), with the
+    /// wheel's lock free, the entry is removed at once. Otherwise, another worker dropping what
+    /// this shard's worker registered (as work stealing makes common), or the lock held by the
+    /// shard's worker or a pass, the cancel is handed over instead of waiting for the lock or
+    /// writing the lines of the wheel that the shard's own worker is writing: the key goes to
+    /// the inbox, and the slot is given back now. The inbox is swept, each entry removed and
+    /// its waker dropped, by the shard's next registration, pass or drain, before it files or
+    /// fires anything; the first key into an empty inbox asks the driver for a pass no later
+    /// than [`SWEEP_WITHIN`] after the shard's last one, so a shard whose worker has gone
+    /// quiet (or exited) still lets go of the memory and the waker (often a task's, whose
+    /// allocation it keeps alive) within that time, not when the entry's bucket comes due.
+    ///
+    /// Why a handed-over entry can never fire: a pass stores `fired_through` before it
+    /// sweeps, at each lock hold, always through the inbox's lock, which orders the sweep and
+    /// this hand-over. A sweep that comes first published its time before it, so this thread
+    /// reads it, and hands over only if `units` is later (that pass and every earlier one stop
+    /// short of the entry); a sweep that comes later finds the key and removes the entry
+    /// before its pass fires anything. A shutdown sets its flag before its drain sweeps, so a
+    /// hand-over after that sweep sees the flag and takes the lock instead.
     pub(crate) fn cancel_entry(&self, key: Key, units: u64) -> bool {
-        if let Some(wheel) = try_lock(&self.wheel.0) {
-            return self.remove_under(wheel, key).is_some(); // the waker drops after the guard
+        if self.is_home() {
+            if let Some(wheel) = try_lock(&self.wheel.0) {
+                return self.remove_under(wheel, key).is_some(); // the waker drops after the guard
+            }
         }
         if self.hand_over(key, units) {
             return true;
@@ -211,10 +237,20 @@ impl Shard {
         if units <= self.fired_through.load(Acquire) || self.driver.is_shutdown() {
             return false;
         }
+        let first = keys.is_empty();
         keys.push(key);
         self.inbox.len.fetch_add(1, AcqRel);
         drop(keys);
         self.driver.release(1);
+        if first {
+            // A pass by then sweeps this key and every key that joins it before a sweep.
+            // `fired_through` (the last pass's time) is no later than now: no clock read.
+            let by = self
+                .fired_through
+                .load(Acquire)
+                .saturating_add(SWEEP_WITHIN);
+            self.driver.on_new_head(by);
+        }
         true
     }
 
@@ -225,15 +261,15 @@ impl Shard {
     /// very moment can wait for the next sweep. A pass or a drain, which must never fire a
     /// handed-over entry, calls [`sweep_inbox`](Self::sweep_inbox), which takes the lock.
     #[inline]
-    fn sweep(&self, wheel: &mut WakerWheel) -> Vec<Waker> {
+    fn sweep(&self, wheel: &mut WakerWheel) -> Option<Swept> {
         if self.inbox.len.load(Acquire) == 0 {
-            return Vec::new();
+            return None;
         }
-        self.sweep_inbox(wheel)
+        Some(self.sweep_inbox(wheel))
     }
 
     /// [`sweep`](Self::sweep), always through the inbox's lock.
-    pub(crate) fn sweep_inbox(&self, wheel: &mut WakerWheel) -> Vec<Waker> {
+    pub(crate) fn sweep_inbox(&self, wheel: &mut WakerWheel) -> Swept {
         // Swapped out, so cancelling threads wait on the inbox's lock for the swap only, and
         // both buffers keep their capacity (a new one each time would be allocated by a
         // cancelling thread and freed here). Each key was handed over by its entry's owner,
@@ -245,7 +281,14 @@ impl Shard {
             std::mem::swap(&mut *inbox, &mut *keys);
             self.inbox.len.fetch_sub(keys.len(), AcqRel);
         }
-        keys.drain(..).filter_map(|key| wheel.remove(key)).collect()
+        let mut swept = Swept::default();
+        for waker in keys.drain(..).filter_map(|key| wheel.remove(key)) {
+            swept.push(waker);
+        }
+        if keys.capacity() > INBOX_KEPT {
+            keys.shrink_to(INBOX_KEPT); // after a burst: the next one grows it again
+        }
+        swept
     }
 
     /// Whether `key` is still pending; if so, makes sure `waker` (or a clone of it) is the one
@@ -435,6 +478,28 @@ impl Persistence<Waker> for TakeWaker {
 }
 
 impl Persistent<Waker> for TakeWaker {}
+
+/// The keys an inbox buffer keeps room for between sweeps (a burst of more gives the rest
+/// back once swept).
+const INBOX_KEPT: usize = 1024;
+
+/// The wakers of entries a sweep removed, to be dropped after the wheel's lock (a waker's drop
+/// is user code). A sweep at a registration usually finds a key or two, handed over since the
+/// shard's previous registration: those stay inline, so sweeping allocates nothing.
+#[derive(Default)]
+pub(crate) struct Swept {
+    few: [Option<Waker>; 4],
+    more: Vec<Waker>,
+}
+
+impl Swept {
+    fn push(&mut self, waker: Waker) {
+        match self.few.iter_mut().find(|w| w.is_none()) {
+            Some(slot) => *slot = Some(waker),
+            None => self.more.push(waker),
+        }
+    }
+}
 
 /// A value on cache lines of its own (128 bytes: the adjacent-line prefetcher pairs lines).
 #[repr(align(128))]
