@@ -95,14 +95,15 @@
 //! - **Re-polls are cheap.** A pending sleep or timeout polled again by the same task (a
 //!   request timeout at every wake of its handler) reads two atomics, as Tokio's does: no lock,
 //!   no reference count. A new task's waker is swapped in under the shard's lock.
-//! - **Cancels free at once, and never wait.** Dropping a pending sleep or timeout on the
-//!   thread that registered it removes it from the wheel, freeing its memory and its
-//!   `max_pending` slot. A drop on another thread (work stealing moved the future), or while a
-//!   pass holds the shard's lock, is handed over to the shard instead (unless a firing pass
-//!   may have reached the timer's deadline; then it waits for the lock): at once the timer can
-//!   never fire, leaves [`Timer::pending`] and frees its slot, and its memory, with the waker
-//!   it holds, is reclaimed by that shard's next registration or by a firing pass, which the
-//!   hand-over asks for no later than 10 ms after the timer's last.
+//! - **Cancels free at once, and never wait.** Dropping a pending sleep or timeout removes it
+//!   from the wheel, freeing its memory and its `max_pending` slot. Two drops are handed over
+//!   to the timer's shard instead (unless a firing pass may have reached the timer's deadline;
+//!   then the drop waits for the lock): at once the timer can never fire, leaves
+//!   [`Timer::pending`] and frees its slot. A drop on another thread than the one that created
+//!   the future (work stealing moved it) while a firing pass is due within 10 ms of the last:
+//!   its memory, with the waker it holds, is reclaimed by that pass or the shard's next
+//!   registration. A drop that finds the shard's lock held by another thread: by the shard's
+//!   next registration or the timer's next pass. A drop never runs a pass or wakes anything.
 //! - **Idle costs nothing**: with no timer pending the timer holds no Tokio sleep at all; an
 //!   hour-long timer costs a handful of wakeups (one per level on its way down).
 //! - **Horizon.** A timer counts nanoseconds since it was built in a `u64`: deadlines more than
@@ -135,11 +136,11 @@
 //!   behind its own mutex. A thread always registers into the same shard, so workers
 //!   registering and cancelling at high rates do not contend with each other; a future
 //!   remembers its shard and cancels there. This is what Tokio's single driver lock
-//!   (tokio#6504, #7226) cannot do. A cancel from another thread (work stealing moved the
-//!   future to another worker) hands its key to the shard's inbox rather than take the lock
-//!   and write the wheel lines the shard's own worker is writing, as does a cancel that finds
-//!   the lock taken; whoever takes the lock next removes it before filing or firing anything,
-//!   and the first key into an empty inbox makes sure a pass comes within 10 ms.
+//!   (tokio#6504, #7226) cannot do. On a busy timer a cancel from another thread (work
+//!   stealing moved the future to another worker) hands its key to the shard's inbox rather
+//!   than take the lock and write the wheel lines the shard's own worker is writing, as does
+//!   a cancel that finds the lock taken; whoever takes the lock next, the shard's worker
+//!   registering or the pass due, removes it before filing or firing anything.
 //! - **Finding the default timer.** The free functions look up the current runtime's timer
 //!   once per task and thread (a task's later timers skip the runtime-handle clone, whose
 //!   reference count every worker touches); see the note under the quick start.

@@ -80,6 +80,13 @@ impl Arm {
         true
     }
 
+    /// Whether the driver is armed to wake no later than `at` (a lock-free read of the armed
+    /// time, which a pass sets to "none" when it begins: see `Shard::hand_over`).
+    #[inline]
+    pub(crate) fn armed_by(&self, at: u64) -> bool {
+        self.armed_hint.load(Acquire) <= at
+    }
+
     /// The wheel time the Tokio sleep must be set for (`u64::MAX`: none).
     pub(crate) fn armed(&self) -> u64 {
         lock(&self.state).armed

@@ -289,6 +289,12 @@ impl Driver {
         }
     }
 
+    /// Whether the driver is armed to wake (and pass) no later than wheel time `at`.
+    #[inline]
+    pub(crate) fn armed_by(&self, at: u64) -> bool {
+        self.arm.armed_by(at)
+    }
+
     /// Asks for `work`; if no other thread is the runner, does it (and whatever else is asked
     /// meanwhile) on this thread.
     pub(crate) fn kick(&self, work: u8) {

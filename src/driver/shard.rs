@@ -35,23 +35,25 @@ pub(crate) struct Shard {
     /// found the wheel's lock taken.
     inbox: Inbox,
     pub(super) driver: Arc<Driver>,
-    /// This shard's place among its timer's `count` shards: the threads that register here
-    /// (see [`this_thread_shard`]) are its home, and a cancel from elsewhere hands over.
+    /// This shard's place among its timer's `count` shards: the threads whose futures file
+    /// their entries here (see [`this_thread_shard`]) are its home; a cancel from elsewhere
+    /// hands over when a pass is due soon.
     index: usize,
     count: usize,
 }
 
-/// How soon after a shard's last pass (in wheel time: nanoseconds) the entries handed over to
-/// its inbox are reclaimed at the latest, if no registration of the shard sweeps them first:
-/// the first key into an empty inbox asks for a pass by then.
+/// A cancel from another thread than the shard's hands over only if the driver is armed for
+/// a pass no later than this long (in wheel time: nanoseconds) after the shard's last pass:
+/// that pass, or the shard's next registration if sooner, reclaims the entry.
 pub(crate) const SWEEP_WITHIN: u64 = 10_000_000;
 
-/// Keys of one-shot entries cancelled from another thread than the shard's own, or while
-/// another thread held the wheel's lock (the shard's own worker registering, or a pass):
-/// removed from the wheel by the shard's next registration (before it files anything), its
-/// next pass (before it fires anything; one comes within [`SWEEP_WITHIN`] of the last), a
+/// Keys of one-shot entries cancelled from another thread than the shard's own while a pass
+/// was due within [`SWEEP_WITHIN`] of the last, or while another thread held the wheel's lock
+/// (the shard's own worker registering, or a pass): removed from the wheel by the shard's
+/// next registration (before it files anything), its next pass (before it fires anything), a
 /// shutdown's drain or `Timer::shrink_to_fit`, so a cancel from another worker neither waits
-/// behind the shard's owner nor writes the lines it is writing. See [`Shard::cancel_entry`].
+/// behind the shard's owner nor, on a busy timer, writes the lines it is writing. See
+/// [`Shard::cancel_entry`].
 ///
 /// On lines of its own: other threads write it, the shard's owner only reads `len` on each
 /// registration.
@@ -195,19 +197,21 @@ impl Shard {
     }
 
     /// Cancels a one-shot entry filed for wheel time `units` (a `TimerEntry`'s): `true` if it
-    /// was pending. Its key must not be used again.
+    /// was pending. Its key must not be used again. Never runs a pass nor wakes anything.
     ///
-    /// From a thread that registers on this shard (see [`this_thread_shard`]), with the
-    /// wheel's lock free, the entry is removed at once. Otherwise, another worker dropping what
-    /// this shard's worker registered (as work stealing makes common), or the lock held by the
-    /// shard's worker or a pass, the cancel is handed over instead of waiting for the lock or
-    /// writing the lines of the wheel that the shard's own worker is writing: the key goes to
-    /// the inbox, and the slot is given back now. The inbox is swept, each entry removed and
-    /// its waker dropped, by the shard's next registration, pass or drain, before it files or
-    /// fires anything; the first key into an empty inbox asks the driver for a pass no later
-    /// than [`SWEEP_WITHIN`] after the shard's last one, so a shard whose worker has gone
-    /// quiet (or exited) still lets go of the memory and the waker (often a task's, whose
-    /// allocation it keeps alive) within that time, not when the entry's bucket comes due.
+    /// On one of the shard's own threads (see [`this_thread_shard`]: the thread that created
+    /// the future), with the wheel's lock free, the entry is removed at once. From another
+    /// thread (work stealing moved the future to another worker), on a timer whose driver is
+    /// armed for a pass within [`SWEEP_WITHIN`] of the shard's last one (a busy timer: passes
+    /// come often), the cancel is handed over instead of taking the lock and writing the
+    /// wheel lines the shard's own worker is writing: the key goes to the inbox and the slot
+    /// is given back now; the inbox is swept, each entry removed and its waker dropped, by
+    /// the shard's next registration or that pass, whichever comes first. On a quiet timer a
+    /// cancel from another thread removes the entry itself if the lock is free, as nothing
+    /// may come to reclaim it before its bucket is due. A cancel that finds the lock taken
+    /// (the shard's worker registering, or a pass) hands over whatever the timer's state: it
+    /// never waits for the lock, but on a quiet timer its memory may then wait for the pass
+    /// its bucket's time brings.
     ///
     /// Why a handed-over entry can never fire: a pass stores `fired_through` before it
     /// sweeps, at each lock hold, always through the inbox's lock, which orders the sweep and
@@ -215,14 +219,16 @@ impl Shard {
     /// reads it, and hands over only if `units` is later (that pass and every earlier one stop
     /// short of the entry); a sweep that comes later finds the key and removes the entry
     /// before its pass fires anything. A shutdown sets its flag before its drain sweeps, so a
-    /// hand-over after that sweep sees the flag and takes the lock instead.
+    /// hand-over after that sweep sees the flag and takes the lock instead. Why a pass comes
+    /// for a hand-over from another thread: see [`hand_over`](Self::hand_over).
     pub(crate) fn cancel_entry(&self, key: Key, units: u64) -> bool {
-        if self.is_home() {
-            if let Some(wheel) = try_lock(&self.wheel.0) {
-                return self.remove_under(wheel, key).is_some(); // the waker drops after the guard
-            }
+        if !self.is_home() && self.pass_due_soon() && self.hand_over(key, units, true) {
+            return true;
         }
-        if self.hand_over(key, units) {
+        if let Some(wheel) = try_lock(&self.wheel.0) {
+            return self.remove_under(wheel, key).is_some(); // the waker drops after the guard
+        }
+        if self.hand_over(key, units, false) {
             return true;
         }
         // The entry may be due in a pass running now: wait for the lock, as a cancel did.
@@ -230,28 +236,38 @@ impl Shard {
     }
 
     /// Hands the cancel of `key` (filed for `units`) over to the inbox if no pass can have
-    /// reached it and the timer is not shut down (then its slot is given back): whether it
-    /// did. See [`cancel_entry`](Self::cancel_entry).
-    pub(super) fn hand_over(&self, key: Key, units: u64) -> bool {
+    /// reached it and the timer is not shut down, and, with `pass_due`, only if the driver is
+    /// armed for a pass within [`SWEEP_WITHIN`] of the shard's last (then its slot is given
+    /// back): whether it did. See [`cancel_entry`](Self::cancel_entry).
+    ///
+    /// Why, with `pass_due`, a pass comes by then for this key: the armed time is read under
+    /// the inbox's lock, after the shard's `fired_through`. A pass sets the armed time to
+    /// "none" before it sweeps the shard (through this lock) and only then arms for its next
+    /// time; so a hand-over after that sweep reads "none", or a time armed since (the pass's
+    /// next, or an earlier one a registration asked for), at which a pass will come, and one
+    /// before that sweep is swept by it.
+    pub(super) fn hand_over(&self, key: Key, units: u64, pass_due: bool) -> bool {
         let mut keys = lock(&self.inbox.keys);
-        if units <= self.fired_through.load(Acquire) || self.driver.is_shutdown() {
+        let fired = self.fired_through.load(Acquire);
+        if units <= fired || self.driver.is_shutdown() {
             return false;
         }
-        let first = keys.is_empty();
+        if pass_due && !self.driver.armed_by(fired.saturating_add(SWEEP_WITHIN)) {
+            return false;
+        }
         keys.push(key);
         self.inbox.len.fetch_add(1, AcqRel);
         drop(keys);
         self.driver.release(1);
-        if first {
-            // A pass by then sweeps this key and every key that joins it before a sweep.
-            // `fired_through` (the last pass's time) is no later than now: no clock read.
-            let by = self
-                .fired_through
-                .load(Acquire)
-                .saturating_add(SWEEP_WITHIN);
-            self.driver.on_new_head(by);
-        }
         true
+    }
+
+    /// Whether the driver looks armed for a pass within [`SWEEP_WITHIN`] of the shard's last
+    /// (a lock-free first look: [`hand_over`](Self::hand_over) decides under the inbox's lock).
+    #[inline]
+    fn pass_due_soon(&self) -> bool {
+        let fired = self.fired_through.load(Relaxed);
+        self.driver.armed_by(fired.saturating_add(SWEEP_WITHIN))
     }
 
     /// Removes the entries whose cancels were handed over (see
