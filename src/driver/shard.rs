@@ -96,7 +96,8 @@ impl Shard {
         }
     }
 
-    /// Whether this thread is one that registers on this shard.
+    /// Whether this thread is one whose futures file their entries on this shard (it created
+    /// them: see [`this_thread_shard`]).
     #[inline]
     fn is_home(&self) -> bool {
         this_thread_shard(self.count) == self.index
@@ -209,9 +210,9 @@ impl Shard {
     /// the shard's next registration or that pass, whichever comes first. On a quiet timer a
     /// cancel from another thread removes the entry itself if the lock is free, as nothing
     /// may come to reclaim it before its bucket is due. A cancel that finds the lock taken
-    /// (the shard's worker registering, or a pass) hands over whatever the timer's state: it
-    /// never waits for the lock, but on a quiet timer its memory may then wait for the pass
-    /// its bucket's time brings.
+    /// (the shard's worker registering, or a pass) hands over whatever the timer's state, and
+    /// waits for the lock only if a pass running now may have reached its entry; on a quiet
+    /// timer its memory may then wait for the pass its bucket's time brings.
     ///
     /// Why a handed-over entry can never fire: a pass stores `fired_through` before it
     /// sweeps, at each lock hold, always through the inbox's lock, which orders the sweep and
@@ -252,7 +253,7 @@ impl Shard {
         if units <= fired || self.driver.is_shutdown() {
             return false;
         }
-        if pass_due && !self.driver.armed_by(fired.saturating_add(SWEEP_WITHIN)) {
+        if pass_due && !self.pass_due_after(fired) {
             return false;
         }
         keys.push(key);
@@ -266,7 +267,12 @@ impl Shard {
     /// (a lock-free first look: [`hand_over`](Self::hand_over) decides under the inbox's lock).
     #[inline]
     fn pass_due_soon(&self) -> bool {
-        let fired = self.fired_through.load(Relaxed);
+        self.pass_due_after(self.fired_through.load(Relaxed))
+    }
+
+    /// Whether the driver is armed for a pass within [`SWEEP_WITHIN`] of wheel time `fired`.
+    #[inline]
+    fn pass_due_after(&self, fired: u64) -> bool {
         self.driver.armed_by(fired.saturating_add(SWEEP_WITHIN))
     }
 
