@@ -24,7 +24,7 @@ pub(crate) struct Shard {
     /// On lines of its own: the shard's worker writes the lock and the wheel on every
     /// registration, while other threads read the fields below (to re-poll, to hand a cancel
     /// over).
-    wheel: Lines<Mutex<WakerWheel>>,
+    wheel: Lines<Mutex<Locked>>,
     /// The wheel time through which firing passes have handed out (or are handing out) this
     /// shard's entries: stored, under the lock, before a pass takes its first entry, so an
     /// entry whose deadline is at or before it is due, whether or not it is still in the wheel.
@@ -56,14 +56,12 @@ pub(crate) const SWEEP_WITHIN: u64 = 10_000_000;
 /// [`Shard::cancel_entry`].
 ///
 /// On lines of its own: other threads write it, the shard's owner only reads `len` on each
-/// registration.
+/// registration. A sweep swaps `keys` with a spare buffer kept under the wheel's lock (see
+/// [`Locked`]): the inbox's own lock is held for the swap alone (cancelling threads wait on
+/// it). The lock and `len` share a line, so a sweep and a hand-over move one line each.
 #[repr(align(128))]
 struct Inbox {
     keys: Mutex<Vec<Key>>,
-    /// The buffer a sweep swaps with `keys`, touched only under the wheel's lock: the inbox's
-    /// own lock is held for the swap alone (cancelling threads wait on it), and neither
-    /// buffer is reallocated from one burst to the next.
-    spare: Mutex<Vec<Key>>,
     /// How many keys `keys` holds: read without its lock, so a registration with nothing to
     /// sweep pays one load, and `len()` leaves handed-over entries out.
     len: AtomicUsize,
@@ -80,14 +78,13 @@ impl Shard {
     /// Shard `index` of a timer's `count`.
     pub(crate) fn new(wheel_size: usize, driver: Arc<Driver>, index: usize, count: usize) -> Shard {
         Shard {
-            wheel: Lines(Mutex::new(WakerWheel::persistent(
-                wheel_size,
-                driver.clock.tick_units(),
-            ))),
+            wheel: Lines(Mutex::new(Locked {
+                wheel: WakerWheel::persistent(wheel_size, driver.clock.tick_units()),
+                spare: Vec::new(),
+            })),
             fired_through: AtomicU64::new(0),
             inbox: Inbox {
                 keys: Mutex::new(Vec::new()),
-                spare: Mutex::new(Vec::new()),
                 len: AtomicUsize::new(0),
             },
             driver,
@@ -108,7 +105,7 @@ impl Shard {
         &self.driver
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, WakerWheel> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Locked> {
         lock(&self.wheel.0)
     }
 
@@ -188,7 +185,7 @@ impl Shard {
 
     /// [`cancel`](Self::cancel) with the lock already taken: removes `key`, releases the lock,
     /// and gives the slot back if it was pending.
-    fn remove_under(&self, mut wheel: MutexGuard<'_, WakerWheel>, key: Key) -> Option<Waker> {
+    fn remove_under(&self, mut wheel: MutexGuard<'_, Locked>, key: Key) -> Option<Waker> {
         let waker = wheel.remove(key);
         drop(wheel);
         if waker.is_some() {
@@ -283,7 +280,7 @@ impl Shard {
     /// very moment can wait for the next sweep. A pass or a drain, which must never fire a
     /// handed-over entry, calls [`sweep_inbox`](Self::sweep_inbox), which takes the lock.
     #[inline]
-    fn sweep(&self, wheel: &mut WakerWheel) -> Option<Swept> {
+    fn sweep(&self, wheel: &mut Locked) -> Option<Swept> {
         if self.inbox.len.load(Acquire) == 0 {
             return None;
         }
@@ -291,16 +288,16 @@ impl Shard {
     }
 
     /// [`sweep`](Self::sweep), always through the inbox's lock.
-    pub(crate) fn sweep_inbox(&self, wheel: &mut WakerWheel) -> Swept {
+    pub(crate) fn sweep_inbox(&self, locked: &mut Locked) -> Swept {
         // Swapped out, so cancelling threads wait on the inbox's lock for the swap only, and
         // both buffers keep their capacity (a new one each time would be allocated by a
         // cancelling thread and freed here). Each key was handed over by its entry's owner,
         // which gave the entry up: nothing else removes it before this (a pass cannot reach
         // it, see `cancel_entry`).
-        let mut keys = lock(&self.inbox.spare);
+        let Locked { wheel, spare: keys } = locked;
         {
             let mut inbox = lock(&self.inbox.keys);
-            std::mem::swap(&mut *inbox, &mut *keys);
+            std::mem::swap(&mut *inbox, keys);
             self.inbox.len.fetch_sub(keys.len(), AcqRel);
         }
         let mut swept = Swept::default();
@@ -391,7 +388,7 @@ impl Shard {
     /// After an insert or reschedule: if it made new work (a new bucket, a due entry...),
     /// tells the driver when that work needs a wake (the alarm moves only if that is earlier
     /// than planned).
-    fn publish_head(&self, mut wheel: MutexGuard<'_, WakerWheel>) {
+    fn publish_head(&self, mut wheel: MutexGuard<'_, Locked>) {
         let head = wheel.take_new_head();
         drop(wheel);
         if let Some(head) = head {
@@ -459,7 +456,7 @@ impl Shard {
         let wakers = wheel.drain_all();
         wheel.shrink_to_fit();
         lock(&self.inbox.keys).shrink_to_fit();
-        lock(&self.inbox.spare).shrink_to_fit();
+        wheel.spare.shrink_to_fit();
         drop(wheel);
         drop(swept);
         wakers
@@ -529,6 +526,30 @@ struct Lines<T>(T);
 
 /// A shard's wheel: wakers, persistent ones handed out by [`TakeWaker`].
 type WakerWheel = Wheel<Waker, TakeWaker>;
+
+/// What the wheel's lock guards: the wheel, and the buffer a sweep swaps with the inbox's
+/// (touched only under this lock, so it needs no lock of its own; neither buffer is
+/// reallocated from one burst to the next). Derefs to the wheel.
+pub(crate) struct Locked {
+    wheel: WakerWheel,
+    spare: Vec<Key>,
+}
+
+impl std::ops::Deref for Locked {
+    type Target = WakerWheel;
+
+    #[inline]
+    fn deref(&self) -> &WakerWheel {
+        &self.wheel
+    }
+}
+
+impl std::ops::DerefMut for Locked {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut WakerWheel {
+        &mut self.wheel
+    }
+}
 
 thread_local! {
     /// This thread's shard number (modulo each timer's shard count), handed out round-robin.
