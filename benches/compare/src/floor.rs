@@ -128,3 +128,42 @@ mod tests {
         });
     }
 }
+
+/// Ours with its re-polls skipped: `timeout`'s `Sleep` (the same registration on the first
+/// poll, the same cancel on drop), but every later poll goes to the inner future alone, never
+/// to the timer. Not a timeout (past its first poll it can never time out): what a re-polled
+/// timeout of ours would cost if a re-poll cost nothing, a floor for the re-polls' share.
+#[derive(Debug)]
+pub(crate) struct CheckedOnce<F> {
+    inner: F,
+    sleep: tokio_timing_wheel::Sleep,
+    checked: bool,
+}
+
+impl<F> CheckedOnce<F> {
+    pub(crate) fn new(duration: Duration, inner: F) -> CheckedOnce<F> {
+        CheckedOnce {
+            inner,
+            sleep: tokio_timing_wheel::sleep_wheel(duration),
+            checked: false,
+        }
+    }
+}
+
+impl<F: Future + Unpin> Future for CheckedOnce<F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let me = &mut *self;
+        if let Poll::Ready(v) = Pin::new(&mut me.inner).poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        if !me.checked {
+            me.checked = true;
+            if Pin::new(&mut me.sleep).poll(cx).is_ready() {
+                return Poll::Ready(Err(()));
+            }
+        }
+        Poll::Pending
+    }
+}

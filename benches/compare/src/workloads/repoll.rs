@@ -10,10 +10,16 @@
 //! the runtime's own cost: the baseline), ours (the free `timeout`), `tokio::time::timeout`
 //! (and on a runtime with Tokio's alt timer, when built in). Ops/s; "timer cost per op" is
 //! `1/ops - 1/ops_baseline`.
+//!
+//! A floor runs beside them: [`CheckedOnce`], ours with its re-polls skipped (the same
+//! registration and cancel, the later polls going to the inner future alone). Not a timeout:
+//! what ours would do if a re-poll cost nothing. A ratio against Tokio that it misses cannot
+//! be reached by making re-polls cheaper, only by the registration, the cancel or the harness.
 
 use std::time::Duration;
 
 use super::{Ctx, Workload};
+use crate::floor::CheckedOnce;
 use crate::ops::Loop;
 use crate::poll::PendingTimes;
 use crate::report::{interleaved, print_table, rate, ratio, unmeasured_row, Summary};
@@ -36,11 +42,14 @@ enum System {
     Ours,
     Tokio,
     TokioAlt,
+    /// Not a timeout: the floor (see the module docs).
+    Floor,
 }
 
-const SYSTEMS: [System; 4] = [
+const SYSTEMS: [System; 5] = [
     System::Baseline,
     System::Ours,
+    System::Floor,
     System::Tokio,
     System::TokioAlt,
 ];
@@ -52,6 +61,7 @@ impl System {
             System::Ours => "ours: timeout",
             System::Tokio => "tokio::time::timeout",
             System::TokioAlt => "tokio::time::timeout (alt timer)",
+            System::Floor => "floor: ours with re-polls skipped",
         }
     }
 
@@ -74,6 +84,7 @@ impl System {
             match self {
                 System::Baseline => l.run(inner, || |f| f),
                 System::Ours => l.run(inner, || |f| tokio_timing_wheel::timeout(TIMEOUT, f)),
+                System::Floor => l.run(inner, || |f| CheckedOnce::new(TIMEOUT, f)),
                 System::Tokio | System::TokioAlt => {
                     l.run(inner, || |f| tokio::time::timeout(TIMEOUT, f))
                 }
@@ -142,4 +153,10 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
             None => summary.add_unmeasured(&both, peer.name(), ALT_TIMER_MISSING),
         }
     }
+    let floor = format!(
+        "the floor's ops/s, 1 task / {tasks} tasks (ours with re-polls skipped: not a timeout)"
+    );
+    let tokio = measured(System::Tokio).medians();
+    let floor_ops = measured(System::Floor).medians();
+    summary.add_all(&floor, System::Tokio.name(), &floor_ops, &tokio, true, rate);
 }
