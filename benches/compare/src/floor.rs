@@ -1,5 +1,6 @@
-//! The least work a timer shared between threads does for a timeout it never fires: a floor to
-//! measure timers against, not a timer.
+//! Floors to measure timers against, not timers: [`FloorTimeout`], the least work a timer
+//! shared between threads does for a timeout it never fires, and [`CheckedOnce`], ours with its
+//! re-polls skipped.
 //!
 //! A timer that never fires early computes its deadline from the clock; one whose cancelled
 //! entries leave at once (their memory, and the waker that keeps a task alive) must reach the
