@@ -553,6 +553,37 @@ fn a_cancel_from_another_threads_shard_hands_over_only_with_a_pass_due() {
     assert_eq!(counter.wakes(), 0, "a cancelled entry fired");
 }
 
+/// A burst of handed-over cancels grows the inbox's buffer; the sweep that takes it (here the
+/// next registration's) gives all but `INBOX_KEPT` keys' worth of it back, so a burst's
+/// memory does not stay with the shard.
+#[cfg(not(loom))]
+#[test]
+fn a_burst_of_handed_over_cancels_gives_its_buffer_back_once_swept() {
+    use super::shard::INBOX_KEPT;
+    const BURST: usize = 10 * INBOX_KEPT;
+    let (_driver, shards, _rt) = timer(1, usize::MAX);
+    let shard = &shards[0];
+    let keys: Vec<_> = (0..BURST)
+        .map(|_| shard.register(HOUR, noop_waker()).unwrap().unwrap())
+        .collect();
+    for key in keys {
+        assert!(shard.hand_over(key, HOUR, false));
+    }
+    assert_eq!(shard.len(), 0, "handed over: none pending");
+    assert_eq!(shard.lock().len(), BURST, "none swept yet");
+    assert!(
+        shard.inbox_capacity().0 >= BURST,
+        "the burst is in the inbox"
+    );
+    let _next = shard.register(HOUR, noop_waker()).unwrap().unwrap();
+    assert_eq!(shard.lock().len(), 1, "the registration swept the burst");
+    let (inbox, spare) = shard.inbox_capacity();
+    assert!(
+        inbox <= INBOX_KEPT && spare <= INBOX_KEPT,
+        "the burst's buffer kept: inbox {inbox}, spare {spare} keys"
+    );
+}
+
 /// The hand-over's rule, on its own (a model explores few of its interleavings): a cancel is
 /// handed over only for an entry later than every pass's published time, and never after
 /// shutdown; otherwise the canceller waits for the lock.

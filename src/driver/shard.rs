@@ -462,6 +462,13 @@ impl Shard {
         wakers
     }
 
+    /// The capacities of the inbox's buffer and of the sweep's spare one.
+    #[cfg(all(test, not(loom)))]
+    pub(super) fn inbox_capacity(&self) -> (usize, usize) {
+        let spare = self.lock().spare.capacity();
+        (lock(&self.inbox.keys).capacity(), spare)
+    }
+
     /// Pending entries: those in the wheel, less those whose cancel was handed over.
     pub(crate) fn len(&self) -> usize {
         self.pending_in(&self.lock())
@@ -500,7 +507,7 @@ impl Persistent<Waker> for TakeWaker {}
 
 /// The keys an inbox buffer keeps room for between sweeps (a burst of more gives the rest
 /// back once swept).
-const INBOX_KEPT: usize = 1024;
+pub(super) const INBOX_KEPT: usize = 1024;
 
 /// The wakers of entries a sweep removed, to be dropped after the wheel's lock (a waker's drop
 /// is user code). A sweep at a registration usually finds a key or two, handed over since the
