@@ -99,37 +99,6 @@ impl Drop for FloorTimeout {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::pin::pin;
-
-    #[test]
-    fn a_floor_timeout_is_filed_on_first_poll_and_removed_on_drop() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let shard = my_shard();
-            let before = shard.0.lock().unwrap().len();
-            let mut t = Box::pin(FloorTimeout::new(Duration::from_secs(5), false));
-            assert!(crate::poll::poll_once(t.as_mut()).await.is_pending());
-            assert!(crate::poll::poll_once(t.as_mut()).await.is_pending());
-            assert_eq!(shard.0.lock().unwrap().len(), before + 1, "filed once");
-            drop(t);
-            assert_eq!(shard.0.lock().unwrap().len(), before, "removed on drop");
-            let fired = pin!(FloorTimeout::new(Duration::from_millis(1), true));
-            assert_eq!(crate::poll::poll_once(fired).await, Poll::Ready(true));
-            assert_eq!(
-                shard.0.lock().unwrap().len(),
-                before,
-                "a firing one is not filed"
-            );
-        });
-    }
-}
-
 /// Ours with its re-polls skipped: `timeout`'s `Sleep` (the same registration on the first
 /// poll, the same cancel on drop), but every later poll goes to the inner future alone, never
 /// to the timer. Not a timeout (past its first poll it can never time out): what a re-polled
@@ -166,5 +135,62 @@ impl<F: Future + Unpin> Future for CheckedOnce<F> {
             }
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::pin;
+
+    #[test]
+    fn a_floor_timeout_is_filed_on_first_poll_and_removed_on_drop() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let shard = my_shard();
+            let before = shard.0.lock().unwrap().len();
+            let mut t = Box::pin(FloorTimeout::new(Duration::from_secs(5), false));
+            assert!(crate::poll::poll_once(t.as_mut()).await.is_pending());
+            assert!(crate::poll::poll_once(t.as_mut()).await.is_pending());
+            assert_eq!(shard.0.lock().unwrap().len(), before + 1, "filed once");
+            drop(t);
+            assert_eq!(shard.0.lock().unwrap().len(), before, "removed on drop");
+            let fired = pin!(FloorTimeout::new(Duration::from_millis(1), true));
+            assert_eq!(crate::poll::poll_once(fired).await, Poll::Ready(true));
+            assert_eq!(
+                shard.0.lock().unwrap().len(),
+                before,
+                "a firing one is not filed"
+            );
+        });
+    }
+
+    #[test]
+    fn checked_once_registers_on_first_poll_never_checks_again_and_cancels_on_drop() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let timer = tokio_timing_wheel::Timer::current();
+            let before = timer.pending();
+            let mut f = CheckedOnce::new(Duration::from_secs(5), crate::poll::PendingTimes(1));
+            assert!(crate::poll::poll_once(Pin::new(&mut f)).await.is_pending());
+            assert_eq!(timer.pending(), before + 1, "registered on the first poll");
+            drop(f);
+            assert_eq!(timer.pending(), before, "cancelled on drop");
+            let mut f = CheckedOnce::new(Duration::from_millis(1), crate::poll::PendingTimes(2));
+            assert!(crate::poll::poll_once(Pin::new(&mut f)).await.is_pending());
+            // Past the deadline, a timeout would answer `Elapsed`: this one no longer looks.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            assert!(crate::poll::poll_once(Pin::new(&mut f)).await.is_pending());
+            assert_eq!(
+                crate::poll::poll_once(Pin::new(&mut f)).await,
+                Poll::Ready(Ok(()))
+            );
+        });
     }
 }
