@@ -582,6 +582,8 @@ fn a_burst_of_handed_over_cancels_gives_its_buffer_back_once_swept() {
         inbox <= INBOX_KEPT && spare <= INBOX_KEPT,
         "the burst's buffer kept: inbox {inbox}, spare {spare} keys"
     );
+    shard.shrink_to_fit();
+    assert_eq!(shard.inbox_capacity(), (0, 0), "shrink_to_fit empties both");
 }
 
 /// The hand-over's rule, on its own (a model explores few of its interleavings): a cancel is

@@ -290,8 +290,8 @@ impl Shard {
     /// [`sweep`](Self::sweep), always through the inbox's lock.
     pub(crate) fn sweep_inbox(&self, locked: &mut Locked) -> Swept {
         // Swapped out, so cancelling threads wait on the inbox's lock for the swap only, and
-        // both buffers keep their capacity (a new one each time would be allocated by a
-        // cancelling thread and freed here). Each key was handed over by its entry's owner,
+        // both buffers keep their capacity up to `INBOX_KEPT` keys (a new one each time would
+        // be allocated by a cancelling thread and freed here). Each key was handed over by its entry's owner,
         // which gave the entry up: nothing else removes it before this (a pass cannot reach
         // it, see `cancel_entry`).
         let Locked { wheel, spare: keys } = locked;
@@ -462,6 +462,18 @@ impl Shard {
         wakers
     }
 
+    /// Sweeps the inbox, then gives back the memory the wheel and both inbox buffers hold
+    /// beyond what they use (see [`Timer::shrink_to_fit`](crate::Timer::shrink_to_fit)).
+    pub(crate) fn shrink_to_fit(&self) {
+        let mut wheel = self.lock();
+        let swept = self.sweep_inbox(&mut wheel);
+        wheel.shrink_to_fit();
+        wheel.spare.shrink_to_fit();
+        lock(&self.inbox.keys).shrink_to_fit();
+        drop(wheel);
+        drop(swept);
+    }
+
     /// The capacities of the inbox's buffer and of the sweep's spare one.
     #[cfg(all(test, not(loom)))]
     pub(super) fn inbox_capacity(&self) -> (usize, usize) {
@@ -535,8 +547,8 @@ struct Lines<T>(T);
 type WakerWheel = Wheel<Waker, TakeWaker>;
 
 /// What the wheel's lock guards: the wheel, and the buffer a sweep swaps with the inbox's
-/// (touched only under this lock, so it needs no lock of its own; neither buffer is
-/// reallocated from one burst to the next). Derefs to the wheel.
+/// (touched only under this lock, so it needs no lock of its own; up to `INBOX_KEPT` keys,
+/// neither buffer is reallocated from one burst to the next). Derefs to the wheel.
 pub(crate) struct Locked {
     wheel: WakerWheel,
     spare: Vec<Key>,

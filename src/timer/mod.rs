@@ -155,7 +155,9 @@ impl Timer {
 
     /// Gives memory back now: each shard's slab of entries if it is empty (a shard also does
     /// this by itself when it empties while holding more than a few thousand slots), spare
-    /// bucket-heap capacity, and empty top levels of its wheel. Pending timers are unaffected.
+    /// bucket-heap capacity, empty top levels of its wheel, and the buffers that hold the
+    /// cancels handed over from other threads (after removing those entries). Pending timers
+    /// are unaffected.
     ///
     /// # Examples
     ///
@@ -174,11 +176,7 @@ impl Timer {
     /// ```
     pub fn shrink_to_fit(&self) {
         for shard in self.shards.iter() {
-            let mut wheel = shard.lock();
-            let swept = shard.sweep_inbox(&mut wheel);
-            wheel.shrink_to_fit();
-            drop(wheel);
-            drop(swept);
+            shard.shrink_to_fit();
         }
     }
 
