@@ -310,17 +310,14 @@ impl Shard {
         swept
     }
 
-    /// Whether `key` is still pending; if so, makes sure `waker` (or a clone of it) is the one
-    /// that will be woken, and returns the identity of the waker the entry now holds.
+    /// Whether `key` is still pending; if so, swaps a clone of `waker` in for the waker the
+    /// entry holds, and returns the clone's identity. For an owner that polls with another
+    /// waker than the one the entry holds (its [`WakerId`] told it so without the lock), so
+    /// the lock is taken once, to swap; if the entry fired meanwhile, the clone is dropped.
     ///
     /// A waker's clone and drop are user code: they run outside the lock (a waker whose drop
     /// touched this timer would otherwise deadlock).
     pub(crate) fn refresh(&self, key: Key, waker: &Waker) -> Option<WakerId> {
-        match self.lock().get_mut(key) {
-            None => return None,
-            Some(w) if w.will_wake(waker) => return Some(WakerId::of(w)),
-            Some(_) => {}
-        }
         let new = waker.clone();
         let id = WakerId::of(&new);
         let old = match self.lock().get_mut(key) {
