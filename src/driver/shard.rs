@@ -288,12 +288,12 @@ impl Shard {
     }
 
     /// [`sweep`](Self::sweep), always through the inbox's lock.
-    pub(crate) fn sweep_inbox(&self, locked: &mut Locked) -> Swept {
+    fn sweep_inbox(&self, locked: &mut Locked) -> Swept {
         // Swapped out, so cancelling threads wait on the inbox's lock for the swap only, and
         // both buffers keep their capacity up to `INBOX_KEPT` keys (a new one each time would
-        // be allocated by a cancelling thread and freed here). Each key was handed over by its entry's owner,
-        // which gave the entry up: nothing else removes it before this (a pass cannot reach
-        // it, see `cancel_entry`).
+        // be allocated by a cancelling thread and freed here). Each key was handed over by its
+        // entry's owner, which gave the entry up: nothing else removes it before this (a pass
+        // cannot reach it, see `cancel_entry`).
         let Locked { wheel, spare: keys } = locked;
         {
             let mut inbox = lock(&self.inbox.keys);
@@ -451,9 +451,7 @@ impl Shard {
         // Through the inbox's lock, after the shutdown flag was set: see `cancel_entry`.
         let swept = self.sweep_inbox(&mut wheel);
         let wakers = wheel.drain_all();
-        wheel.shrink_to_fit();
-        lock(&self.inbox.keys).shrink_to_fit();
-        wheel.spare.shrink_to_fit();
+        self.shrink_under(&mut wheel);
         drop(wheel);
         drop(swept);
         wakers
@@ -464,11 +462,17 @@ impl Shard {
     pub(crate) fn shrink_to_fit(&self) {
         let mut wheel = self.lock();
         let swept = self.sweep_inbox(&mut wheel);
-        wheel.shrink_to_fit();
-        wheel.spare.shrink_to_fit();
-        lock(&self.inbox.keys).shrink_to_fit();
+        self.shrink_under(&mut wheel);
         drop(wheel);
         drop(swept);
+    }
+
+    /// Under the wheel's lock (`locked`): gives back the memory the wheel and both inbox
+    /// buffers hold beyond what they use.
+    fn shrink_under(&self, locked: &mut Locked) {
+        locked.wheel.shrink_to_fit();
+        locked.spare.shrink_to_fit();
+        lock(&self.inbox.keys).shrink_to_fit();
     }
 
     /// The capacities of the inbox's buffer and of the sweep's spare one.
