@@ -13,6 +13,7 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use super::shard::Shard;
+use super::shard_ref::ShardRef;
 use crate::error::TimerError;
 use crate::wheel::Key;
 
@@ -79,7 +80,7 @@ pub(crate) enum Outcome {
 /// owner's own state (`owner`, a `Sleep`'s state: two bytes), which would otherwise take a
 /// word of its own. A `Sleep` is 64 bytes this way, 72 the other.
 pub(crate) struct TimerEntry<S = ()> {
-    shard: Arc<Shard>,
+    shard: ShardRef,
     /// The waker the wheel entry holds (it may have moved out of the wheel if it fired);
     /// `None` when not registered, and then the three fields below mean nothing.
     waker: Option<WakerId>,
@@ -113,7 +114,8 @@ impl<S> fmt::Debug for TimerEntry<S> {
 
 impl<S> TimerEntry<S> {
     /// An entry of `shard`, not registered, its owner's state `owner`.
-    pub(crate) fn new(shard: Arc<Shard>, owner: S) -> TimerEntry<S> {
+    pub(crate) fn new(shard: impl Into<ShardRef>, owner: S) -> TimerEntry<S> {
+        let shard = shard.into();
         TimerEntry {
             shard,
             waker: None,

@@ -54,6 +54,7 @@ fn timer(
         64,
         shards,
         max_pending,
+        false,
         rt.handle().clone(),
     );
     driver.start();

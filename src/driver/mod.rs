@@ -44,6 +44,7 @@ pub(crate) mod entry;
 mod loom_tests;
 mod sentinel;
 pub(crate) mod shard;
+pub(crate) mod shard_ref;
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -146,6 +147,7 @@ impl Driver {
         wheel_size: usize,
         shards: usize,
         max_pending: usize,
+        recycle_refs: bool,
         runtime: Handle,
     ) -> (Arc<Driver>, Box<[Arc<Shard>]>) {
         let clock = {
@@ -172,7 +174,10 @@ impl Driver {
             batch: Mutex::new(Vec::new()),
         });
         let shards: Box<[Arc<Shard>]> = (0..shards)
-            .map(|index| Arc::new(Shard::new(wheel_size, driver.clone(), index, shards)))
+            .map(|index| {
+                let shard = Shard::new(wheel_size, driver.clone(), index, shards, recycle_refs);
+                Arc::new(shard)
+            })
             .collect();
         let weak = shards.iter().map(Arc::downgrade).collect();
         driver

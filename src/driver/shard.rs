@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use super::entry::WakerId;
+use super::shard_ref::RETURNED_KEPT;
 use super::{wake_all, Driver, FireReport, BATCH};
 use crate::error::TimerError;
 use crate::loom::{lock, try_lock, AtomicU64, AtomicUsize, Mutex, MutexGuard};
@@ -40,6 +41,9 @@ pub(crate) struct Shard {
     /// hands over when a pass is due soon.
     index: usize,
     count: usize,
+    /// A default timer's shard: its futures' references are recycled by threads (see
+    /// [`ShardRef`](super::shard_ref::ShardRef)).
+    recycles_refs: bool,
 }
 
 /// A cancel from another thread than the shard's hands over only if the driver is armed for
@@ -65,6 +69,13 @@ struct Inbox {
     /// How many keys `keys` holds: read without its lock, so a registration with nothing to
     /// sweep pays one load, and `len()` leaves handed-over entries out.
     len: AtomicUsize,
+    /// References to this shard that other threads' futures held, handed back in batches
+    /// for the shard's own threads to reuse (see [`ShardRef`](super::shard_ref::ShardRef)):
+    /// at most [`RETURNED_KEPT`], and none once the shard is shut down (its drain drops
+    /// them, so they never keep it alive).
+    returned: Mutex<Vec<Arc<Shard>>>,
+    /// How many `returned` holds: read without its lock by a thread whose spares ran out.
+    returned_len: AtomicUsize,
 }
 
 impl fmt::Debug for Shard {
@@ -76,7 +87,13 @@ impl fmt::Debug for Shard {
 
 impl Shard {
     /// Shard `index` of a timer's `count`.
-    pub(crate) fn new(wheel_size: usize, driver: Arc<Driver>, index: usize, count: usize) -> Shard {
+    pub(crate) fn new(
+        wheel_size: usize,
+        driver: Arc<Driver>,
+        index: usize,
+        count: usize,
+        recycles_refs: bool,
+    ) -> Shard {
         Shard {
             wheel: Lines(Mutex::new(Locked {
                 wheel: WakerWheel::persistent(wheel_size, driver.clock.tick_units()),
@@ -86,18 +103,55 @@ impl Shard {
             inbox: Inbox {
                 keys: Mutex::new(Vec::new()),
                 len: AtomicUsize::new(0),
+                returned: Mutex::new(Vec::new()),
+                returned_len: AtomicUsize::new(0),
             },
             driver,
             index,
             count,
+            recycles_refs,
         }
     }
 
     /// Whether this thread is one whose futures file their entries on this shard (it created
     /// them: see [`this_thread_shard`]).
     #[inline]
-    fn is_home(&self) -> bool {
+    pub(super) fn is_home(&self) -> bool {
         this_thread_shard(self.count) == self.index
+    }
+
+    /// Whether threads recycle their references to this shard (a default timer's).
+    #[inline]
+    pub(super) fn recycles_refs(&self) -> bool {
+        self.recycles_refs
+    }
+
+    /// Whether other threads handed references back (a lock-free look).
+    #[inline]
+    pub(super) fn has_returned_refs(&self) -> bool {
+        self.inbox.returned_len.load(Relaxed) != 0
+    }
+
+    /// Moves the references handed back into `spares` (empty; its buffer goes to the inbox
+    /// for the next batch).
+    pub(super) fn take_returned(&self, spares: &mut Vec<Arc<Shard>>) {
+        debug_assert!(spares.is_empty());
+        let mut returned = lock(&self.inbox.returned);
+        std::mem::swap(&mut *returned, spares);
+        self.inbox.returned_len.store(0, Relaxed);
+    }
+
+    /// Takes the references in `refs` (to this shard) back for its own threads to reuse,
+    /// unless it is shut down or holds [`RETURNED_KEPT`] already: then they stay in `refs`.
+    pub(super) fn give_back(&self, refs: &mut Vec<Arc<Shard>>) {
+        let mut returned = lock(&self.inbox.returned);
+        // Under the lock, after a shutdown's flag: its drain empties `returned` after setting
+        // the flag, through this lock, so nothing handed back outlives it (no cycle).
+        if self.driver.is_shutdown() || returned.len() >= RETURNED_KEPT {
+            return;
+        }
+        returned.append(refs);
+        self.inbox.returned_len.store(returned.len(), Relaxed);
     }
 
     /// The driver this shard belongs to (for `Timer`'s own operations: shutdown, metrics).
@@ -454,6 +508,10 @@ impl Shard {
         self.shrink_under(&mut wheel);
         drop(wheel);
         drop(swept);
+        // After the flag (see `give_back`): the shard's references to itself go.
+        let returned = std::mem::take(&mut *lock(&self.inbox.returned));
+        self.inbox.returned_len.store(0, Relaxed);
+        drop(returned);
         wakers
     }
 
@@ -473,6 +531,20 @@ impl Shard {
         locked.wheel.shrink_to_fit();
         locked.spare.shrink_to_fit();
         lock(&self.inbox.keys).shrink_to_fit();
+    }
+
+    /// How many references other threads handed back.
+    #[cfg(all(test, not(loom)))]
+    pub(super) fn returned_len(&self) -> usize {
+        let len = lock(&self.inbox.returned).len();
+        assert_eq!(len, self.inbox.returned_len.load(Relaxed));
+        len
+    }
+
+    /// This shard's index, and how many its timer has.
+    #[cfg(all(test, not(loom)))]
+    pub(super) fn place(&self) -> (usize, usize) {
+        (self.index, self.count)
     }
 
     /// The capacities of the inbox's buffer and of the sweep's spare one.

@@ -29,6 +29,9 @@ pub struct Builder {
     wheel_size: usize,
     max_pending: Option<usize>,
     shards: Option<usize>,
+    /// A default timer's: its futures' references to their shards are recycled by threads
+    /// (see [`ShardRef`](crate::driver::shard_ref::ShardRef)).
+    recycle_refs: bool,
 }
 
 impl Default for Builder {
@@ -38,6 +41,7 @@ impl Default for Builder {
             wheel_size: 64,
             max_pending: None,
             shards: None,
+            recycle_refs: false,
         }
     }
 }
@@ -105,6 +109,13 @@ impl Builder {
         self.build_on(runtime)
     }
 
+    /// A runtime's default timer: shut down with its runtime, so threads may keep spare
+    /// references to its shards (see [`ShardRef`](crate::driver::shard_ref::ShardRef)).
+    pub(crate) fn for_runtime(mut self) -> Builder {
+        self.recycle_refs = true;
+        self
+    }
+
     pub(crate) fn build_on(self, runtime: tokio::runtime::Handle) -> Result<Timer, BuildError> {
         if self.tick.is_zero() {
             return Err(BuildError::ZeroTick);
@@ -145,6 +156,7 @@ impl Builder {
             self.wheel_size,
             self.shards.unwrap_or_else(default_shards),
             self.max_pending.unwrap_or(usize::MAX),
+            self.recycle_refs,
             runtime,
         );
         driver.start();
