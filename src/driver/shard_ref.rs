@@ -15,8 +15,9 @@
 //! spares run out: one lock per batch instead of a moved line per timeout. What a thread
 //! keeps is bounded ([`HOME_KEPT`], [`BATCH`]), and so is what a shard holds handed back
 //! ([`RETURNED_KEPT`]); a shard drops what it holds when it shuts down, and a thread drops
-//! its spares of a shut-down shard when it next recycles one. A thread's spares keep their
-//! shard's memory (not its entries: a shutdown drains them) until then or the thread's end.
+//! its spares of a shut-down shard when it next drops a default timer's future. A thread's
+//! spares keep their shard's memory (not its entries: a shutdown drains them) until then or
+//! the thread's end.
 //!
 //! An explicit [`Timer`](crate::Timer) is freed when its handles and futures are gone, which
 //! spares held by threads would defer: its futures keep plain references.
@@ -96,7 +97,7 @@ impl Drop for ShardRef {
     #[inline]
     fn drop(&mut self) {
         if let Some(shard) = self.0.take() {
-            if shard.recycles_refs() && !shard.is_shutdown() {
+            if shard.recycles_refs() {
                 recycle(shard);
             }
         }
@@ -127,15 +128,23 @@ fn take_spare(shard: &Arc<Shard>) -> Option<Arc<Shard>> {
         .flatten()
 }
 
-/// Keeps `shard` (not shut down) for a future this thread makes next if the thread makes
-/// futures on it and has room, else adds it to the batch to hand back.
-#[cold]
+/// Keeps `shard` for a future this thread makes next if the thread makes futures on it and
+/// has room, else adds it to the batch to hand back; drops it if it is shut down, with the
+/// thread's spares of it.
 fn recycle(shard: Arc<Shard>) {
     let _ = SPARES.try_with(move |s| {
         let Ok(mut s) = s.try_borrow_mut() else {
             return; // re-entered from a drop below: `shard` is dropped plainly
         };
         let s = &mut *s;
+        if shard.is_shutdown() {
+            for spares in [&mut s.home, &mut s.away] {
+                if spares.last().is_some_and(|last| last.is_shutdown()) {
+                    spares.clear();
+                }
+            }
+            return;
+        }
         if shard.is_home() && s.home.len() < HOME_KEPT {
             match s.home.last() {
                 Some(last) if !Arc::ptr_eq(last, &shard) => {
@@ -145,6 +154,9 @@ fn recycle(shard: Arc<Shard>) {
                 _ => s.home.push(shard),
             }
             return;
+        }
+        if s.home.last().is_some_and(|last| last.is_shutdown()) {
+            s.home.clear(); // a runtime gone: none of its spares will be taken again
         }
         if s.away.last().is_some_and(|last| !Arc::ptr_eq(last, &shard)) {
             hand_back(&mut s.away);
@@ -292,5 +304,19 @@ mod tests {
             assert_eq!(late.len(), 2);
             assert_eq!(shard.returned_len(), 0);
         });
+    }
+
+    #[test]
+    fn a_threads_spares_of_a_runtime_gone_are_dropped_at_its_next_drop() {
+        let first = runtime();
+        let shard = first.block_on(async {
+            drop(crate::sleep_wheel(Duration::from_secs(1))); // leaves a spare
+            Arc::downgrade(&current_shard())
+        });
+        drop(first); // shuts its default timer down
+        runtime().block_on(async {
+            drop(crate::sleep_wheel(Duration::from_secs(1)));
+        });
+        assert!(shard.upgrade().is_none(), "a shut-down shard kept alive");
     }
 }
