@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use super::entry::WakerId;
-use super::shard_ref::RETURNED_KEPT;
+use super::shard_ref::{HOME_KEPT, RETURNED_KEPT};
 use super::{wake_all, Driver, FireReport, BATCH};
 use crate::error::TimerError;
 use crate::loom::{lock, try_lock, AtomicU64, AtomicUsize, Mutex, MutexGuard};
@@ -132,22 +132,23 @@ impl Shard {
         self.inbox.returned_len.load(Relaxed) != 0
     }
 
-    /// Moves the references handed back into `spares` (empty; its buffer goes to the inbox
-    /// for the next batch).
+    /// Moves up to [`HOME_KEPT`] of the references handed back into `spares` (empty).
     pub(super) fn take_returned(&self, spares: &mut Vec<Arc<Shard>>) {
         debug_assert!(spares.is_empty());
         let mut returned = lock(&self.inbox.returned);
-        std::mem::swap(&mut *returned, spares);
-        self.inbox.returned_len.store(0, Relaxed);
+        let from = returned.len().saturating_sub(HOME_KEPT);
+        spares.extend(returned.drain(from..));
+        self.inbox.returned_len.store(returned.len(), Relaxed);
     }
 
     /// Takes the references in `refs` (to this shard) back for its own threads to reuse,
-    /// unless it is shut down or holds [`RETURNED_KEPT`] already: then they stay in `refs`.
+    /// unless it is shut down or would hold more than [`RETURNED_KEPT`]: then they stay in
+    /// `refs`.
     pub(super) fn give_back(&self, refs: &mut Vec<Arc<Shard>>) {
         let mut returned = lock(&self.inbox.returned);
         // Under the lock, after a shutdown's flag: its drain empties `returned` after setting
         // the flag, through this lock, so nothing handed back outlives it (no cycle).
-        if self.driver.is_shutdown() || returned.len() >= RETURNED_KEPT {
+        if self.driver.is_shutdown() || returned.len() + refs.len() > RETURNED_KEPT {
             return;
         }
         returned.append(refs);

@@ -109,10 +109,13 @@ impl Builder {
         self.build_on(runtime)
     }
 
-    /// A runtime's default timer: shut down with its runtime, so threads may keep spare
-    /// references to its shards (see [`ShardRef`](crate::driver::shard_ref::ShardRef)).
-    pub(crate) fn for_runtime(mut self) -> Builder {
-        self.recycle_refs = true;
+    /// `runtime`'s default timer, shut down with it. On a multi-thread runtime, whose
+    /// workers end with it, threads running its tasks may keep spare references to the
+    /// timer's shards (see [`ShardRef`](crate::driver::shard_ref::ShardRef)); a
+    /// current-thread runtime's tasks run on the thread that blocks on it, which outlives it.
+    pub(crate) fn for_runtime(mut self, runtime: &tokio::runtime::Handle) -> Builder {
+        self.recycle_refs =
+            runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread;
         self
     }
 

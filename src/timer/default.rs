@@ -187,7 +187,7 @@ pub(crate) fn current_timer(handle: Handle) -> Timer {
     if let Some((_, t)) = registry.iter().find(|(rid, _)| *rid == id) {
         return t.clone();
     }
-    let timer = match Builder::default().for_runtime().build_on(handle) {
+    let timer = match Builder::default().for_runtime(&handle).build_on(handle) {
         Ok(t) => t,
         Err(e) => panic!("tokio-timing-wheel: cannot create the default timer: {e}"),
     };
