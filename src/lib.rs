@@ -144,11 +144,10 @@
 //! - **Finding the default timer.** The free functions look up the current runtime's timer
 //!   once per task and thread (a task's later timers skip the runtime-handle clone, whose
 //!   reference count every worker touches); see the note under the quick start. A future
-//!   keeps a counted reference to its shard; for a multi-thread runtime's default timer, its
-//!   workers recycle them: one dropped on the worker that files into the shard is kept there
-//!   for the next future, one dropped on another (work stealing) goes back to the shard in a
-//!   batch of 64, so a timeout made on one worker and dropped on another does not move the
-//!   count's cache line between them.
+//!   keeps a counted reference to its shard; for a multi-thread runtime's default timer, a
+//!   worker that drops other workers' futures (work stealing) holds their references back
+//!   and drops them 64 at a time, so a timeout made on one worker and dropped on another
+//!   does not move the count's cache line between them with every timeout.
 //! - **Firing, where Tokio fires its own timers.** A timer owns one Tokio sleep, the alarm, set
 //!   for the earliest bucket of any shard and polled with the timer's own waker, not a task's.
 //!   Tokio fires it in a worker's park or maintenance (every 61 polls on a busy worker), and
@@ -167,10 +166,10 @@
 //!   wakeup (`src/driver/loom_tests.rs`).
 //! - **Lifetime.** Each timer parks one task on its runtime that never wakes; when the runtime
 //!   shuts down it drops that task first, and its drop shuts the timer down, resolving every
-//!   pending future, before Tokio's time driver goes. Recycled references (above) are kept
+//!   pending future, before Tokio's time driver goes. References held back (above) are held
 //!   only by threads running tasks: the runtime's workers, which end with it, or, in
 //!   corners, another multi-thread runtime's, which keep a runtime that has gone (its
-//!   drained timer, and its handle) until they next drop a default timer's future, or end.
+//!   drained timer, and its handle) until they next hold a reference back, or end.
 //! - **Delayed tasks** wait inside the wheel, not as Tokio tasks: the wheel entry's waker is
 //!   the task cell, and firing it spawns the future. Cancellation is one compare-and-swap plus
 //!   an O(1) removal that frees the future at once.

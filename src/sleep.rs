@@ -13,7 +13,6 @@ use tokio::time::Instant;
 use crate::clock::deadline_after;
 use crate::driver::entry::{Outcome, TimerEntry};
 use crate::driver::shard::Shard;
-use crate::driver::shard_ref::ShardRef;
 use crate::error::TimerError;
 use crate::timer::Timer;
 
@@ -52,7 +51,7 @@ use crate::timer::Timer;
 /// ```
 #[track_caller]
 pub fn sleep_wheel(duration: Duration) -> Sleep {
-    Sleep::after(crate::timer::default::current_shard_ref_of_task(), duration)
+    Sleep::after(crate::timer::default::current_shard_of_task(), duration)
 }
 
 /// Waits until `deadline`, on the current runtime's default timer.
@@ -83,7 +82,7 @@ pub fn sleep_wheel(duration: Duration) -> Sleep {
 /// ```
 #[track_caller]
 pub fn sleep_wheel_until(deadline: Instant) -> Sleep {
-    Sleep::new(crate::timer::default::current_shard_ref_of_task(), deadline)
+    Sleep::new(crate::timer::default::current_shard_of_task(), deadline)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,7 +139,7 @@ impl fmt::Debug for Sleep {
 
 impl Sleep {
     /// A sleep until `deadline`, which may already have passed.
-    pub(crate) fn new(shard: impl Into<ShardRef>, deadline: Instant) -> Sleep {
+    pub(crate) fn new(shard: Arc<Shard>, deadline: Instant) -> Sleep {
         Sleep {
             entry: TimerEntry::new(shard, State::Idle { check_clock: true }),
             deadline,
@@ -148,7 +147,7 @@ impl Sleep {
     }
 
     /// A sleep of `duration` from now: a zero duration has elapsed already.
-    pub(crate) fn after(shard: ShardRef, duration: Duration) -> Sleep {
+    pub(crate) fn after(shard: Arc<Shard>, duration: Duration) -> Sleep {
         // A zero duration checks the clock on first poll, where it completes: until then it
         // has not elapsed (as in Tokio, `is_elapsed` answers for a polled sleep).
         let state = State::Idle {
@@ -162,7 +161,10 @@ impl Sleep {
     }
 
     /// Registers now (taking a slot of a limited timer), with a waker set on first poll.
-    pub(crate) fn new_registered(shard: ShardRef, deadline: Instant) -> Result<Sleep, TimerError> {
+    pub(crate) fn new_registered(
+        shard: Arc<Shard>,
+        deadline: Instant,
+    ) -> Result<Sleep, TimerError> {
         if shard.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
@@ -449,7 +451,7 @@ impl Timer {
     /// When polled, if the timer was built with [`max_pending`](crate::Builder::max_pending) and is
     /// full. Use [`try_sleep`](Timer::try_sleep) to get an error instead.
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::after(ShardRef::to(self.shard()), duration)
+        Sleep::after(self.shard().clone(), duration)
     }
 
     /// A future that completes at `deadline` (see [`sleep_wheel_until`](crate::sleep_wheel_until)).
@@ -458,7 +460,7 @@ impl Timer {
     ///
     /// As [`sleep`](Timer::sleep).
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(ShardRef::to(self.shard()), deadline)
+        Sleep::new(self.shard().clone(), deadline)
     }
 
     /// Like [`sleep`](Timer::sleep), but takes the timer slot now and returns an error when
@@ -499,6 +501,6 @@ impl Timer {
     ///
     /// As [`try_sleep`](Timer::try_sleep): [`TimerError::Full`] or [`TimerError::Shutdown`].
     pub fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, TimerError> {
-        Sleep::new_registered(ShardRef::to(self.shard()), deadline)
+        Sleep::new_registered(self.shard().clone(), deadline)
     }
 }

@@ -51,7 +51,7 @@ use crate::timer::Timer;
 /// ```
 #[track_caller]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    let shard = crate::timer::default::current_shard_ref_of_task();
+    let shard = crate::timer::default::current_shard_of_task();
     Timeout::new(future.into_future(), Sleep::after(shard, duration))
 }
 
@@ -84,7 +84,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// ```
 #[track_caller]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    let shard = crate::timer::default::current_shard_ref_of_task();
+    let shard = crate::timer::default::current_shard_of_task();
     Timeout::new(future.into_future(), Sleep::new(shard, deadline))
 }
 

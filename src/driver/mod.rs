@@ -147,7 +147,7 @@ impl Driver {
         wheel_size: usize,
         shards: usize,
         max_pending: usize,
-        recycle_refs: bool,
+        batch_drops: bool,
         runtime: Handle,
     ) -> (Arc<Driver>, Box<[Arc<Shard>]>) {
         let clock = {
@@ -175,7 +175,7 @@ impl Driver {
         });
         let shards: Box<[Arc<Shard>]> = (0..shards)
             .map(|index| {
-                let shard = Shard::new(wheel_size, driver.clone(), index, shards, recycle_refs);
+                let shard = Shard::new(wheel_size, driver.clone(), index, shards, batch_drops);
                 Arc::new(shard)
             })
             .collect();

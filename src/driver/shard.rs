@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use super::entry::WakerId;
-use super::shard_ref::{HOME_KEPT, RETURNED_KEPT};
 use super::{wake_all, Driver, FireReport, BATCH};
 use crate::error::TimerError;
 use crate::loom::{lock, try_lock, AtomicU64, AtomicUsize, Mutex, MutexGuard};
@@ -41,9 +40,9 @@ pub(crate) struct Shard {
     /// hands over when a pass is due soon.
     index: usize,
     count: usize,
-    /// A default timer's shard: its futures' references are recycled by threads (see
-    /// [`ShardRef`](super::shard_ref::ShardRef)).
-    recycles_refs: bool,
+    /// A multi-thread runtime's default timer's shard: other threads drop its futures'
+    /// references in batches (see [`ShardRef`](super::shard_ref::ShardRef)).
+    batches_drops: bool,
 }
 
 /// A cancel from another thread than the shard's hands over only if the driver is armed for
@@ -69,13 +68,6 @@ struct Inbox {
     /// How many keys `keys` holds: read without its lock, so a registration with nothing to
     /// sweep pays one load, and `len()` leaves handed-over entries out.
     len: AtomicUsize,
-    /// References to this shard that other threads' futures held, handed back in batches
-    /// for the shard's own threads to reuse (see [`ShardRef`](super::shard_ref::ShardRef)):
-    /// at most [`RETURNED_KEPT`], and none once the shard is shut down (its drain drops
-    /// them, so they never keep it alive).
-    returned: Mutex<Vec<Arc<Shard>>>,
-    /// How many `returned` holds: read without its lock by a thread whose spares ran out.
-    returned_len: AtomicUsize,
 }
 
 impl fmt::Debug for Shard {
@@ -92,7 +84,7 @@ impl Shard {
         driver: Arc<Driver>,
         index: usize,
         count: usize,
-        recycles_refs: bool,
+        batches_drops: bool,
     ) -> Shard {
         Shard {
             wheel: Lines(Mutex::new(Locked {
@@ -103,13 +95,11 @@ impl Shard {
             inbox: Inbox {
                 keys: Mutex::new(Vec::new()),
                 len: AtomicUsize::new(0),
-                returned: Mutex::new(Vec::new()),
-                returned_len: AtomicUsize::new(0),
             },
             driver,
             index,
             count,
-            recycles_refs,
+            batches_drops,
         }
     }
 
@@ -120,39 +110,11 @@ impl Shard {
         this_thread_shard(self.count) == self.index
     }
 
-    /// Whether threads recycle their references to this shard (a default timer's).
+    /// Whether other threads drop references to this shard in batches (a multi-thread
+    /// runtime's default timer's).
     #[inline]
-    pub(super) fn recycles_refs(&self) -> bool {
-        self.recycles_refs
-    }
-
-    /// Whether other threads handed references back (a lock-free look).
-    #[inline]
-    pub(super) fn has_returned_refs(&self) -> bool {
-        self.inbox.returned_len.load(Relaxed) != 0
-    }
-
-    /// Moves up to [`HOME_KEPT`] of the references handed back into `spares` (empty).
-    pub(super) fn take_returned(&self, spares: &mut Vec<Arc<Shard>>) {
-        debug_assert!(spares.is_empty());
-        let mut returned = lock(&self.inbox.returned);
-        let from = returned.len().saturating_sub(HOME_KEPT);
-        spares.extend(returned.drain(from..));
-        self.inbox.returned_len.store(returned.len(), Relaxed);
-    }
-
-    /// Takes the references in `refs` (to this shard) back for its own threads to reuse,
-    /// unless it is shut down or would hold more than [`RETURNED_KEPT`]: then they stay in
-    /// `refs`.
-    pub(super) fn give_back(&self, refs: &mut Vec<Arc<Shard>>) {
-        let mut returned = lock(&self.inbox.returned);
-        // Under the lock, after a shutdown's flag: its drain empties `returned` after setting
-        // the flag, through this lock, so nothing handed back outlives it (no cycle).
-        if self.driver.is_shutdown() || returned.len() + refs.len() > RETURNED_KEPT {
-            return;
-        }
-        returned.append(refs);
-        self.inbox.returned_len.store(returned.len(), Relaxed);
+    pub(super) fn batches_drops(&self) -> bool {
+        self.batches_drops
     }
 
     /// The driver this shard belongs to (for `Timer`'s own operations: shutdown, metrics).
@@ -509,10 +471,6 @@ impl Shard {
         self.shrink_under(&mut wheel);
         drop(wheel);
         drop(swept);
-        // After the flag (see `give_back`): the shard's references to itself go.
-        let returned = std::mem::take(&mut *lock(&self.inbox.returned));
-        self.inbox.returned_len.store(0, Relaxed);
-        drop(returned);
         wakers
     }
 
@@ -532,14 +490,6 @@ impl Shard {
         locked.wheel.shrink_to_fit();
         locked.spare.shrink_to_fit();
         lock(&self.inbox.keys).shrink_to_fit();
-    }
-
-    /// How many references other threads handed back.
-    #[cfg(all(test, not(loom)))]
-    pub(super) fn returned_len(&self) -> usize {
-        let len = lock(&self.inbox.returned).len();
-        assert_eq!(len, self.inbox.returned_len.load(Relaxed));
-        len
     }
 
     /// This shard's index, and how many its timer has.

@@ -1,24 +1,22 @@
-//! A timer future's reference to its shard, recycled by threads so that making and dropping
-//! a timeout does not move the shard's reference count between workers.
+//! A timer future's reference to its shard, dropped in batches on other threads than the
+//! shard's, so that making and dropping a timeout does not move the shard's reference count
+//! between workers.
 //!
 //! Every timer future keeps an `Arc` to its shard (it must reach it to cancel when dropped,
-//! also after every `Timer` handle is gone). Cloning it on the worker that makes the future
-//! and dropping it on the worker that drops the future move the count's cache line between
-//! the two with every timeout, when work stealing has moved the future (measured at about
-//! 24 ns a timeout), and cost two atomic read-modify-writes even on one thread.
+//! also after every `Timer` handle is gone). When work stealing moved the future, its clone
+//! on the worker that made it and its drop on the worker that dropped it moved the count's
+//! cache line between the two with every timeout (about 24 ns a timeout, measured).
 //!
 //! For the default timer of a multi-thread runtime (whose lifetime is its runtime's, and
-//! whose workers end with it), a [`ShardRef`] dropped in a task on a thread the shard's
-//! futures are made on goes to that thread's spares, and the next future made there takes
-//! it back: no count is touched. One dropped in a task elsewhere joins a batch that is handed
-//! back, [`BATCH`] at a time, to the shard (beside its inbox of cancels), where the making
-//! thread takes up to [`HOME_KEPT`] once its own spares run out: one lock per batch instead
-//! of a moved line per timeout. What a thread keeps is bounded ([`HOME_KEPT`], [`BATCH`]),
-//! and so is what a shard holds handed back ([`RETURNED_KEPT`]); a shard drops what it holds
-//! when it shuts down, and a thread drops its spares of a shut-down shard at its next
-//! recycling. A thread that runs no task (a plain thread, or one blocking on a runtime)
-//! drops its references at once, so it never keeps a runtime that has gone (its handle, and
-//! the resources the handle holds) alive.
+//! whose workers end with it), a [`ShardRef`] dropped in a task on a thread that does not
+//! file into its shard is held back, with the others that thread drops for the same shard,
+//! and the [`BATCH`] are dropped together: the line moves once to the dropping thread and
+//! once back for the whole batch. A thread holds back the references of one shard, fewer
+//! than [`BATCH`], and drops them when it holds back one of another shard, or once that
+//! shard is shut down, at its next drop of this kind. The shard's own threads, and a thread
+//! that runs no task (a plain thread, or one blocking on a runtime), drop at once: a
+//! thread that holds references back runs tasks, and so it is a runtime's worker, which
+//! ends with its runtime, or (in corners) another runtime's.
 //!
 //! Explicit [`Timer`](crate::Timer)s, freed when their handles and futures are gone, and a
 //! current-thread runtime's default timer, whose tasks run on a thread that outlives it,
@@ -30,51 +28,19 @@ use std::sync::Arc;
 
 use super::shard::Shard;
 
-/// The references to its home shard a thread keeps for the futures it makes next.
-pub(crate) const HOME_KEPT: usize = 64;
-/// References to another thread's shard are handed back this many at a time.
+/// References held back are dropped this many at a time.
 pub(crate) const BATCH: usize = 64;
-/// The most references a shard holds handed back; a batch beyond it is dropped (each drop
-/// then touches the count, as without recycling).
-pub(crate) const RETURNED_KEPT: usize = 1024;
 
-/// A counted reference to a shard, recycled on drop if the shard is a default timer's.
+/// A counted reference to a shard, held back on drop (see the module docs).
 pub(crate) struct ShardRef(Option<Arc<Shard>>);
 
-/// A thread's recycled references (see the module docs).
-struct Spares {
-    /// References to one shard this thread makes futures on, for the next ones it makes.
-    home: Vec<Arc<Shard>>,
-    /// References to one shard of other threads, to be handed back to it.
-    away: Vec<Arc<Shard>>,
-    /// Spares of a shard this thread no longer makes futures on, to be dropped.
-    stale: Vec<Arc<Shard>>,
-}
-
 thread_local! {
-    static SPARES: RefCell<Spares> = const {
-        RefCell::new(Spares {
-            home: Vec::new(),
-            away: Vec::new(),
-            stale: Vec::new(),
-        })
-    };
-}
-
-impl ShardRef {
-    /// A reference to `shard`: one of this thread's spares if it has one, else a clone.
-    #[inline]
-    pub(crate) fn to(shard: &Arc<Shard>) -> ShardRef {
-        if shard.recycles_refs() {
-            if let Some(spare) = take_spare(shard) {
-                return ShardRef(Some(spare));
-            }
-        }
-        ShardRef(Some(shard.clone()))
-    }
+    /// References to one shard of other threads, held back to be dropped together.
+    static HELD: RefCell<Vec<Arc<Shard>>> = const { RefCell::new(Vec::new()) };
 }
 
 impl From<Arc<Shard>> for ShardRef {
+    #[inline]
     fn from(shard: Arc<Shard>) -> ShardRef {
         ShardRef(Some(shard))
     }
@@ -87,9 +53,16 @@ impl std::ops::Deref for ShardRef {
     fn deref(&self) -> &Arc<Shard> {
         match &self.0 {
             Some(shard) => shard,
-            None => unreachable!("taken only on drop"),
+            None => taken(),
         }
     }
+}
+
+/// Out of line, so that the many inlined derefs stay small.
+#[cold]
+#[inline(never)]
+fn taken() -> ! {
+    unreachable!("a ShardRef's reference is taken only on drop")
 }
 
 impl fmt::Debug for ShardRef {
@@ -102,98 +75,41 @@ impl Drop for ShardRef {
     #[inline]
     fn drop(&mut self) {
         if let Some(shard) = self.0.take() {
-            if shard.recycles_refs() {
-                recycle(shard);
+            if shard.batches_drops() && !shard.is_home() {
+                hold_back(shard);
             }
         }
     }
 }
 
-/// One of this thread's spare references to `shard`, taking back (some of) the ones other
-/// threads handed to it if the thread has none.
-#[inline]
-fn take_spare(shard: &Arc<Shard>) -> Option<Arc<Shard>> {
-    SPARES
-        .try_with(|s| {
-            let mut s = s.try_borrow_mut().ok()?;
-            let s = &mut *s;
-            match s.home.last() {
-                Some(last) if Arc::ptr_eq(last, shard) => return s.home.pop(),
-                // Another shard's (a runtime gone): set aside, to be dropped at this
-                // thread's next recycling (not here, where the caller may hold a borrow
-                // that a shard's drop could need).
-                Some(_) => s.stale.append(&mut s.home),
-                None => {}
-            }
-            if !shard.has_returned_refs() {
-                return None;
-            }
-            shard.take_returned(&mut s.home);
-            s.home.pop()
-        })
-        .ok()
-        .flatten()
-}
-
-/// Keeps `shard` for a future this thread makes next if the thread makes futures on it and
-/// has room, else adds it to the batch to hand back. Only on a thread running a Tokio task
-/// (a runtime's worker, usually), which ends with its runtime: a plain thread, or one that
-/// blocks on a runtime, drops its references, so it never keeps a runtime gone alive. A
-/// shut-down shard is dropped, with this thread's spares of it.
-fn recycle(shard: Arc<Shard>) {
+/// Holds `shard` back on this thread, to be dropped with the next references to the same
+/// shard this thread drops: all of them once they are [`BATCH`], earlier if one of another
+/// shard comes or the shard is shut down. Dropped at once on a thread running no task.
+#[inline(never)]
+fn hold_back(shard: Arc<Shard>) {
     if tokio::task::try_id().is_none() {
         return;
     }
-    let _ = SPARES.try_with(move |s| {
-        let Ok(mut s) = s.try_borrow_mut() else {
-            return; // re-entered from a drop below: `shard` is dropped plainly
+    let _ = HELD.try_with(move |held| {
+        // A drop below may re-enter (the last reference to a shard): it finds the list
+        // borrowed, and drops its reference at once.
+        let Ok(mut held) = held.try_borrow_mut() else {
+            return;
         };
-        let s = &mut *s;
-        if !s.stale.is_empty() {
-            s.stale.clear();
-        }
-        if s.away.last().is_some_and(|last| last.is_shutdown()) {
-            s.away.clear(); // a runtime gone: they cannot be handed back
+        if held
+            .last()
+            .is_some_and(|last| !Arc::ptr_eq(last, &shard) || last.is_shutdown())
+        {
+            held.clear();
         }
         if shard.is_shutdown() {
-            for spares in [&mut s.home, &mut s.away] {
-                if spares.last().is_some_and(|last| last.is_shutdown()) {
-                    spares.clear();
-                }
-            }
             return;
         }
-        if shard.is_home() && s.home.len() < HOME_KEPT {
-            match s.home.last() {
-                Some(last) if !Arc::ptr_eq(last, &shard) => {
-                    let stale = std::mem::replace(&mut s.home, vec![shard]);
-                    drop(stale); // not ours to hand back: another timer's, or a dead runtime's
-                }
-                _ => s.home.push(shard),
-            }
-            return;
-        }
-        if s.home.last().is_some_and(|last| last.is_shutdown()) {
-            s.home.clear(); // a runtime gone: none of its spares will be taken again
-        }
-        if s.away.last().is_some_and(|last| !Arc::ptr_eq(last, &shard)) {
-            hand_back(&mut s.away);
-        }
-        s.away.push(shard);
-        if s.away.len() >= BATCH {
-            hand_back(&mut s.away);
+        held.push(shard);
+        if held.len() >= BATCH {
+            held.clear(); // keeps the buffer
         }
     });
-}
-
-/// Hands the references in `away` (all to one shard) back to it, through the last of them,
-/// which is then dropped, as are those the shard does not take (shut down, or holding
-/// enough): `away` is left empty.
-fn hand_back(away: &mut Vec<Arc<Shard>>) {
-    if let Some(through) = away.pop() {
-        through.give_back(away);
-        away.clear();
-    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -203,10 +119,11 @@ mod tests {
 
     use super::*;
     use crate::driver::shard::this_thread_shard;
-    use crate::timer::default::{current_shard, current_timer};
+    use crate::timer::default::current_shard;
     use crate::Sleep;
 
-    /// A multi-thread runtime of one worker (whose default timer recycles references).
+    /// A multi-thread runtime of one worker (whose default timer's references are held back
+    /// on other threads).
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -228,21 +145,24 @@ mod tests {
         crate::sleep_wheel(Duration::from_secs(1))
     }
 
-    /// Drops `value` in a task on a new thread that does not file into `shard` (threads take
-    /// the next shard index as they first ask for one, so the next thread's differs).
-    fn drop_in_a_task_elsewhere<T: Send + 'static>(shard: &Shard, value: T) {
-        let (index, count) = shard.place();
+    /// Runs `f` in a task on a new thread that files into none of `shards` (threads take the
+    /// next shard index as they first ask for one, so a few threads on, one differs), then
+    /// ends the thread.
+    fn in_a_task_elsewhere<T: Send + 'static>(shards: &[&Shard], value: T, f: fn(T)) {
+        let places: Vec<_> = shards.iter().map(|s| s.place()).collect();
         let mut value = Some(value);
-        for _ in 0..2 {
+        for _ in 0..8 {
             let v = value.take();
+            let places = places.clone();
             value = std::thread::spawn(move || {
-                if this_thread_shard(count) == index {
+                if places.iter().any(|&(i, n)| this_thread_shard(n) == i) {
                     return v; // back, to try another thread
                 }
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .build()
                     .unwrap();
-                rt.block_on(async move { tokio::spawn(async move { drop(v) }).await.unwrap() });
+                let v = v.expect("a value");
+                rt.block_on(async move { tokio::spawn(async move { f(v) }).await.unwrap() });
                 None
             })
             .join()
@@ -251,39 +171,55 @@ mod tests {
                 return;
             }
         }
-        panic!("two threads in a row filed into one shard");
+        panic!("eight threads in a row filed into one of the shards");
+    }
+
+    /// How many references to `shard` this thread holds back.
+    fn held(shard: &Arc<Shard>) -> usize {
+        HELD.with(|h| h.borrow().iter().filter(|s| Arc::ptr_eq(s, shard)).count())
     }
 
     #[test]
-    fn a_default_timers_reference_is_reused_by_the_worker_that_dropped_it() {
-        in_task(&runtime(), async {
-            drop(sleep()); // leaves a spare
-            let shard = current_shard();
+    fn references_dropped_on_another_thread_are_dropped_in_batches() {
+        let rt = runtime();
+        let (shard, sleeps) = in_task(&rt, async {
+            let sleeps: Vec<_> = (0..2 * BATCH + 5).map(|_| sleep()).collect();
+            (current_shard(), sleeps)
+        });
+        let count = Arc::strong_count(&shard);
+        in_a_task_elsewhere(&[&shard], (shard.clone(), sleeps), |(shard, mut sleeps)| {
             let count = Arc::strong_count(&shard);
-            for _ in 0..100 {
-                let sleep = sleep();
-                assert!(Arc::ptr_eq(sleep.shard(), &shard));
-                assert_eq!(Arc::strong_count(&shard), count, "cloned, not reused");
-                drop(sleep);
-                assert_eq!(Arc::strong_count(&shard), count, "not kept");
+            for dropped in 1..=2 * BATCH + 5 {
+                drop(sleeps.pop());
+                assert_eq!(held(&shard), dropped % BATCH, "after {dropped} drops");
+                assert_eq!(
+                    Arc::strong_count(&shard),
+                    count - dropped + dropped % BATCH,
+                    "after {dropped} drops"
+                );
             }
         });
+        // The thread's end dropped what it held.
+        assert_eq!(Arc::strong_count(&shard), count - 2 * BATCH - 5);
     }
 
     #[test]
-    fn references_are_plain_clones_for_an_explicit_timer_a_current_thread_runtime_or_a_plain_thread(
-    ) {
+    fn references_are_dropped_at_once_on_their_shards_thread_a_plain_thread_or_for_another_timer() {
         fn check(make: &dyn Fn() -> Sleep, shard: &Arc<Shard>) {
             let count = Arc::strong_count(shard);
             let sleep = make();
             assert_eq!(Arc::strong_count(shard), count + 1);
             drop(sleep);
-            assert_eq!(Arc::strong_count(shard), count, "kept by the thread");
+            assert_eq!(Arc::strong_count(shard), count, "held back");
         }
-        in_task(&runtime(), async move {
+        // On the thread that files into the shard.
+        in_task(&runtime(), async { check(&sleep, &current_shard()) });
+        // An explicit timer's.
+        in_task(&runtime(), async {
             let timer = crate::Timer::builder().build().unwrap();
             check(&|| timer.sleep(Duration::from_secs(1)), timer.shard());
         });
+        // A current-thread runtime's.
         let current_thread = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
@@ -293,101 +229,46 @@ mod tests {
                 .await
                 .unwrap();
         });
-        // Made in a task of a multi-thread runtime, dropped on a thread that runs no task.
+        // Dropped on a thread that runs no task.
         let rt = runtime();
         let (made, shard) = in_task(&rt, async { (sleep(), current_shard()) });
-        let count = Arc::strong_count(&shard);
-        std::thread::spawn(move || drop(made)).join().unwrap();
-        assert_eq!(
-            Arc::strong_count(&shard),
-            count - 1,
-            "kept by a plain thread"
+        std::thread::spawn(move || {
+            // Checked before the thread ends, which drops what it holds.
+            let count = Arc::strong_count(&shard);
+            drop(made);
+            assert_eq!(Arc::strong_count(&shard), count - 1, "held back");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn references_held_back_go_when_one_of_another_shard_comes_or_their_shard_shuts_down() {
+        let (first, second) = (runtime(), runtime());
+        let made = |rt| in_task(rt, async { (sleep(), sleep(), current_shard()) });
+        let (a1, a2, a) = made(&first);
+        let (b1, b2, b) = made(&second);
+        in_a_task_elsewhere(
+            &[&a.clone(), &b.clone()],
+            (a1, a2, b1, b2, a, b),
+            |(a1, a2, b1, b2, a, b)| {
+                let count = (Arc::strong_count(&a), Arc::strong_count(&b));
+                drop(a1);
+                assert_eq!(held(&a), 1);
+                assert_eq!(Arc::strong_count(&a), count.0);
+                drop(b1); // one of another shard: the first's go
+                assert_eq!((held(&a), held(&b)), (0, 1));
+                assert_eq!(Arc::strong_count(&a), count.0 - 1);
+                b.driver().shutdown();
+                drop(a2); // the second's, shut down, go
+                assert_eq!((held(&a), held(&b)), (1, 0));
+                assert_eq!(Arc::strong_count(&b), count.1 - 1);
+                a.driver().shutdown();
+                drop(b2); // a shut-down shard's: dropped at once, as are those held of one
+                assert_eq!((held(&a), held(&b)), (0, 0));
+                assert_eq!(Arc::strong_count(&a), count.0 - 2);
+                assert_eq!(Arc::strong_count(&b), count.1 - 2);
+            },
         );
-    }
-
-    #[test]
-    fn references_dropped_elsewhere_go_back_in_batches_and_are_reused() {
-        let rt = runtime();
-        let (shard, sleeps) = in_task(&rt, async {
-            let sleeps: Vec<_> = (0..BATCH).map(|_| sleep()).collect();
-            (current_shard(), sleeps)
-        });
-        let count = Arc::strong_count(&shard);
-        drop_in_a_task_elsewhere(&shard, sleeps);
-        // The batch went back but the one it was handed through.
-        assert_eq!(shard.returned_len(), BATCH - 1);
-        assert_eq!(Arc::strong_count(&shard), count - 1);
-        // The worker takes them back when it has no spare of its own.
-        in_task(&rt, async move {
-            let sleep = sleep();
-            assert_eq!(shard.returned_len(), 0, "taken back");
-            assert_eq!(Arc::strong_count(&shard), count - 1, "cloned, not reused");
-            drop(sleep);
-        });
-    }
-
-    #[test]
-    fn a_shard_holds_a_bounded_number_handed_back_and_none_once_shut_down() {
-        let rt = runtime();
-        let batches = RETURNED_KEPT / (BATCH - 1) + 3;
-        let (timer, sleeps) = in_task(&rt, async move {
-            // Held, so that the registry's purge of shut-down timers leaves the count alone.
-            let timer = current_timer(tokio::runtime::Handle::current());
-            (
-                timer,
-                (0..batches * BATCH).map(|_| sleep()).collect::<Vec<_>>(),
-            )
-        });
-        let shard = sleeps[0].shard().clone();
-        let count = Arc::strong_count(&shard);
-        drop_in_a_task_elsewhere(&shard, sleeps);
-        let held = shard.returned_len();
-        assert!(held <= RETURNED_KEPT, "{held} handed back");
-        assert!(held > RETURNED_KEPT - BATCH, "{held} handed back");
-        assert_eq!(Arc::strong_count(&shard), count - batches * BATCH + held);
-        timer.shutdown();
-        assert_eq!(shard.returned_len(), 0, "kept by a shut-down shard");
-        assert_eq!(Arc::strong_count(&shard), count - batches * BATCH);
-        // Nor taken back after: the references of a shut-down shard are dropped.
-        let mut late = vec![shard.clone(), shard.clone()];
-        shard.give_back(&mut late);
-        assert_eq!(late.len(), 2);
-        assert_eq!(shard.returned_len(), 0);
-    }
-
-    #[test]
-    fn a_workers_spares_of_a_runtime_gone_are_dropped_at_its_next_drop() {
-        let worker = runtime();
-        let gone = runtime();
-        let (made,) = in_task(&gone, async { (sleep(),) }); // a `Sleep` made in a task
-        let shard = Arc::downgrade(made.shard());
-        in_task(&worker, async move { drop(made) }); // kept by the worker
-        assert!(shard.upgrade().is_some());
-        drop(gone); // shuts its default timer down
-        in_task(&worker, async { drop(sleep()) });
-        assert!(shard.upgrade().is_none(), "a shut-down shard kept alive");
-    }
-
-    #[test]
-    fn spares_of_a_shut_down_default_timer_do_not_stop_a_worker_taking_its_successors_back() {
-        let rt = runtime();
-        let (old, sleeps) = in_task(&rt, async {
-            drop(sleep()); // leaves a spare
-            let old = current_shard();
-            old.driver().shutdown(); // the next call makes a new default timer
-            (
-                Arc::downgrade(&old),
-                (0..BATCH).map(|_| sleep()).collect::<Vec<_>>(),
-            )
-        });
-        let shard = sleeps[0].shard().clone();
-        drop_in_a_task_elsewhere(&shard, sleeps);
-        assert_eq!(shard.returned_len(), BATCH - 1);
-        in_task(&rt, async move {
-            let sleep = sleep();
-            assert_eq!(shard.returned_len(), 0, "not taken back");
-            drop(sleep);
-        });
-        assert!(old.upgrade().is_none(), "a shut-down shard kept alive");
     }
 }

@@ -29,9 +29,9 @@ pub struct Builder {
     wheel_size: usize,
     max_pending: Option<usize>,
     shards: Option<usize>,
-    /// A default timer's: its futures' references to their shards are recycled by threads
-    /// (see [`ShardRef`](crate::driver::shard_ref::ShardRef)).
-    recycle_refs: bool,
+    /// A multi-thread runtime's default timer's: other threads drop its futures' references
+    /// to their shards in batches (see [`ShardRef`](crate::driver::shard_ref::ShardRef)).
+    batch_drops: bool,
 }
 
 impl Default for Builder {
@@ -41,7 +41,7 @@ impl Default for Builder {
             wheel_size: 64,
             max_pending: None,
             shards: None,
-            recycle_refs: false,
+            batch_drops: false,
         }
     }
 }
@@ -110,12 +110,12 @@ impl Builder {
     }
 
     /// `runtime`'s default timer, shut down with it. On a multi-thread runtime, whose
-    /// workers end with it, threads running its tasks may keep spare references to the
-    /// timer's shards (see [`ShardRef`](crate::driver::shard_ref::ShardRef)); a
-    /// current-thread runtime's tasks run on the thread that blocks on it, which outlives it.
+    /// workers end with it, threads running its tasks may hold back references to the
+    /// timer's shards, to drop them in batches (see
+    /// [`ShardRef`](crate::driver::shard_ref::ShardRef)); a current-thread runtime's tasks
+    /// run on the thread that blocks on it, which outlives it.
     pub(crate) fn for_runtime(mut self, runtime: &tokio::runtime::Handle) -> Builder {
-        self.recycle_refs =
-            runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread;
+        self.batch_drops = runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread;
         self
     }
 
@@ -159,7 +159,7 @@ impl Builder {
             self.wheel_size,
             self.shards.unwrap_or_else(default_shards),
             self.max_pending.unwrap_or(usize::MAX),
-            self.recycle_refs,
+            self.batch_drops,
             runtime,
         );
         driver.start();

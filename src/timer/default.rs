@@ -10,7 +10,6 @@ use tokio::runtime::{Handle, Id, RuntimeFlavor};
 use super::builder::Builder;
 use super::Timer;
 use crate::driver::shard::Shard;
-use crate::driver::shard_ref::ShardRef;
 use crate::loom::lock_std;
 
 /// Default timers by runtime. Entries of shut-down timers are purged on the next miss.
@@ -88,40 +87,20 @@ fn shard_of(handle: Handle) -> Arc<Shard> {
 #[track_caller]
 #[inline]
 pub(crate) fn current_shard_of_task() -> Arc<Shard> {
-    with_task_shard(Arc::clone)
-}
-
-/// [`current_shard_of_task`], as a timer future's recycled reference (see [`ShardRef`]).
-///
-/// # Panics
-///
-/// As [`current_shard`].
-#[track_caller]
-#[inline]
-pub(crate) fn current_shard_ref_of_task() -> ShardRef {
-    with_task_shard(ShardRef::to)
-}
-
-/// `f` of the current task's shard (see [`current_shard_of_task`]).
-#[track_caller]
-#[inline]
-fn with_task_shard<R>(f: impl FnOnce(&Arc<Shard>) -> R) -> R {
     if !task_cache_enabled() {
-        return f(&current_shard());
+        return current_shard();
     }
     let Some(task) = tokio::task::try_id() else {
-        return f(&current_shard());
+        return current_shard();
     };
     let slot = task_slot(task);
-    let mut f = Some(f);
     let cached = BY_TASK.with(|c| match &c.borrow()[slot] {
-        Some((id, shard)) if *id == task && !shard.is_shutdown() => f.take().map(|f| f(shard)),
+        Some((id, shard)) if *id == task && !shard.is_shutdown() => Some(shard.clone()),
         _ => None,
     });
-    if let Some(r) = cached {
-        return r;
+    if let Some(shard) = cached {
+        return shard;
     }
-    let f = f.unwrap_or_else(|| unreachable!("called once"));
     let handle = match Handle::try_current() {
         Ok(h) => h,
         Err(_) => panic!("{}", NO_RUNTIME),
@@ -131,7 +110,7 @@ fn with_task_shard<R>(f: impl FnOnce(&Arc<Shard>) -> R) -> R {
     if driven_by_workers {
         BY_TASK.with(|c| c.borrow_mut()[slot] = Some((task, shard.clone())));
     }
-    f(&shard)
+    shard
 }
 
 /// Whether the per-task cache is used: not where runtimes may keep paused clocks of their own
