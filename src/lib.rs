@@ -143,9 +143,9 @@
 //!   registering or the pass due, removes it before filing or firing anything.
 //! - **Finding the default timer.** The free functions look up the current runtime's timer
 //!   once per task and thread (a task's later timers skip the runtime-handle clone, whose
-//!   reference count every worker touches); see the note under the quick start. A future
-//!   keeps a counted reference to its shard; for a multi-thread runtime's default timer, a
-//!   worker that drops other workers' futures (work stealing) holds their references back
+//!   reference count every worker touches); see the note under the quick start. A sleep or
+//!   timeout keeps a counted reference to its shard; for a multi-thread runtime's default
+//!   timer, a worker that drops other workers' (work stealing) holds their references back
 //!   and drops them 64 at a time, so a timeout made on one worker and dropped on another
 //!   does not move the count's cache line between them with every timeout.
 //! - **Firing, where Tokio fires its own timers.** A timer owns one Tokio sleep, the alarm, set
@@ -167,9 +167,11 @@
 //! - **Lifetime.** Each timer parks one task on its runtime that never wakes; when the runtime
 //!   shuts down it drops that task first, and its drop shuts the timer down, resolving every
 //!   pending future, before Tokio's time driver goes. References held back (above) are held
-//!   only by threads running tasks: the runtime's workers, which end with it, or, in
-//!   corners, another multi-thread runtime's, which keep a runtime that has gone (its
-//!   drained timer, and its handle) until they next hold a reference back, or end.
+//!   only by threads running tasks, usually the runtime's workers, which end with it. A
+//!   task of another runtime (a current-thread runtime's, a `LocalSet`'s, a blocking task)
+//!   that dropped this runtime's sleeps may keep, after this runtime is dropped, its
+//!   drained timer and its handle until its thread next holds a reference back, or ends, as
+//!   the per-thread cache of the default timer last looked up may too.
 //! - **Delayed tasks** wait inside the wheel, not as Tokio tasks: the wheel entry's waker is
 //!   the task cell, and firing it spawns the future. Cancellation is one compare-and-swap plus
 //!   an O(1) removal that frees the future at once.

@@ -2,8 +2,8 @@
 //! shard's, so that making and dropping a timeout does not move the shard's reference count
 //! between workers.
 //!
-//! Every timer future keeps an `Arc` to its shard (it must reach it to cancel when dropped,
-//! also after every `Timer` handle is gone). When work stealing moved the future, its clone
+//! A sleep (and so a timeout) keeps an `Arc` to its shard (it must reach it to cancel when
+//! dropped, also after every `Timer` handle is gone). When work stealing moved the future, its clone
 //! on the worker that made it and its drop on the worker that dropped it moved the count's
 //! cache line between the two with every timeout (about 24 ns a timeout, measured).
 //!
@@ -14,13 +14,20 @@
 //! once back for the whole batch. A thread holds back the references of one shard, fewer
 //! than [`BATCH`], and drops them when it holds back one of another shard, or once that
 //! shard is shut down, at its next drop of this kind. The shard's own threads, and a thread
-//! that runs no task (a plain thread, or one blocking on a runtime), drop at once: a
-//! thread that holds references back runs tasks, and so it is a runtime's worker, which
-//! ends with its runtime, or (in corners) another runtime's.
+//! that runs no task (a plain thread, or one blocking on a runtime outside its tasks), drop
+//! at once.
+//!
+//! A thread that holds references back is running a task: usually a worker of the timer's
+//! runtime, which ends with it. A task of another runtime (a current-thread runtime's, a
+//! `LocalSet`'s, a blocking task) that drops this timer's sleeps may hold back up to
+//! [`BATCH`] - 1 references to one shard; if the timer's runtime is dropped meanwhile, they
+//! keep its drained timer and its runtime handle (and what that holds, such as the I/O
+//! driver) until the thread next holds a reference back, or ends, as the thread's cache of
+//! the default timer it last looked up (`timer::default`) may too.
 //!
 //! Explicit [`Timer`](crate::Timer)s, freed when their handles and futures are gone, and a
-//! current-thread runtime's default timer, whose tasks run on a thread that outlives it,
-//! keep plain references.
+//! current-thread runtime's default timer, whose futures are made and dropped on the thread
+//! that blocks on it, keep plain references.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -145,10 +152,10 @@ mod tests {
         crate::sleep_wheel(Duration::from_secs(1))
     }
 
-    /// Runs `f` in a task on a new thread that files into none of `shards` (threads take the
-    /// next shard index as they first ask for one, so a few threads on, one differs), then
-    /// ends the thread.
-    fn in_a_task_elsewhere<T: Send + 'static>(shards: &[&Shard], value: T, f: fn(T)) {
+    /// Runs `f` on a new thread that files into none of `shards` (threads take the next
+    /// shard index as they first ask for one, so a few threads on, one differs), in a task
+    /// there if `task`, then ends the thread.
+    fn elsewhere<T: Send + 'static>(shards: &[&Shard], task: bool, value: T, f: fn(T)) {
         let places: Vec<_> = shards.iter().map(|s| s.place()).collect();
         let mut value = Some(value);
         for _ in 0..8 {
@@ -158,10 +165,14 @@ mod tests {
                 if places.iter().any(|&(i, n)| this_thread_shard(n) == i) {
                     return v; // back, to try another thread
                 }
+                let v = v.expect("a value");
+                if !task {
+                    f(v);
+                    return None;
+                }
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .build()
                     .unwrap();
-                let v = v.expect("a value");
                 rt.block_on(async move { tokio::spawn(async move { f(v) }).await.unwrap() });
                 None
             })
@@ -172,6 +183,11 @@ mod tests {
             }
         }
         panic!("eight threads in a row filed into one of the shards");
+    }
+
+    /// [`elsewhere`], in a task.
+    fn in_a_task_elsewhere<T: Send + 'static>(shards: &[&Shard], value: T, f: fn(T)) {
+        elsewhere(shards, true, value, f);
     }
 
     /// How many references to `shard` this thread holds back.
@@ -205,41 +221,44 @@ mod tests {
 
     #[test]
     fn references_are_dropped_at_once_on_their_shards_thread_a_plain_thread_or_for_another_timer() {
-        fn check(make: &dyn Fn() -> Sleep, shard: &Arc<Shard>) {
-            let count = Arc::strong_count(shard);
-            let sleep = make();
-            assert_eq!(Arc::strong_count(shard), count + 1);
-            drop(sleep);
-            assert_eq!(Arc::strong_count(shard), count, "held back");
+        /// Drops `sleep` (of `shard`) on another thread than `shard`'s, in a task if `task`,
+        /// and checks there (before the thread ends and drops what it holds) that its
+        /// reference went at once.
+        fn dropped_elsewhere(sleep: Sleep, shard: Arc<Shard>, task: bool) {
+            elsewhere(&[&shard.clone()], task, (sleep, shard), |(sleep, shard)| {
+                let count = Arc::strong_count(&shard);
+                drop(sleep);
+                assert_eq!(Arc::strong_count(&shard), count - 1, "held back");
+            });
         }
         // On the thread that files into the shard.
-        in_task(&runtime(), async { check(&sleep, &current_shard()) });
-        // An explicit timer's.
         in_task(&runtime(), async {
-            let timer = crate::Timer::builder().build().unwrap();
-            check(&|| timer.sleep(Duration::from_secs(1)), timer.shard());
+            let shard = current_shard();
+            let count = Arc::strong_count(&shard);
+            drop(sleep());
+            assert_eq!(Arc::strong_count(&shard), count, "held back");
         });
-        // A current-thread runtime's.
+        // An explicit timer's, on another thread.
+        let rt = runtime();
+        let (made, shard) = in_task(&rt, async {
+            let timer = crate::Timer::builder().build().unwrap();
+            (timer.sleep(Duration::from_secs(1)), timer.shard().clone())
+        });
+        dropped_elsewhere(made, shard, true);
+        // A current-thread runtime's default timer's, on another thread.
         let current_thread = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .unwrap();
-        current_thread.block_on(async {
-            tokio::spawn(async { check(&sleep, &current_shard()) })
+        let (made, shard) = current_thread.block_on(async {
+            tokio::spawn(async { (sleep(), current_shard()) })
                 .await
-                .unwrap();
+                .unwrap()
         });
-        // Dropped on a thread that runs no task.
-        let rt = runtime();
+        dropped_elsewhere(made, shard, true);
+        // A multi-thread runtime's default timer's, on a thread that runs no task.
         let (made, shard) = in_task(&rt, async { (sleep(), current_shard()) });
-        std::thread::spawn(move || {
-            // Checked before the thread ends, which drops what it holds.
-            let count = Arc::strong_count(&shard);
-            drop(made);
-            assert_eq!(Arc::strong_count(&shard), count - 1, "held back");
-        })
-        .join()
-        .unwrap();
+        dropped_elsewhere(made, shard, false);
     }
 
     #[test]

@@ -109,11 +109,10 @@ impl Builder {
         self.build_on(runtime)
     }
 
-    /// `runtime`'s default timer, shut down with it. On a multi-thread runtime, whose
-    /// workers end with it, threads running its tasks may hold back references to the
-    /// timer's shards, to drop them in batches (see
-    /// [`ShardRef`](crate::driver::shard_ref::ShardRef)); a current-thread runtime's tasks
-    /// run on the thread that blocks on it, which outlives it.
+    /// `runtime`'s default timer, shut down with it. On a multi-thread runtime, threads
+    /// running tasks may hold back references to the timer's shards, to drop them in
+    /// batches (see [`ShardRef`](crate::driver::shard_ref::ShardRef)); a current-thread
+    /// runtime's sleeps are made and dropped on the thread that blocks on it.
     pub(crate) fn for_runtime(mut self, runtime: &tokio::runtime::Handle) -> Builder {
         self.batch_drops = runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread;
         self
