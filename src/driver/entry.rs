@@ -114,10 +114,9 @@ impl<S> fmt::Debug for TimerEntry<S> {
 
 impl<S> TimerEntry<S> {
     /// An entry of `shard`, not registered, its owner's state `owner`.
-    pub(crate) fn new(shard: impl Into<ShardRef>, owner: S) -> TimerEntry<S> {
-        let shard = shard.into();
+    pub(crate) fn new(shard: Arc<Shard>, owner: S) -> TimerEntry<S> {
         TimerEntry {
-            shard,
+            shard: ShardRef::from(shard),
             waker: None,
             generation: 0,
             index: 0,

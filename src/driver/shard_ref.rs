@@ -3,9 +3,9 @@
 //! between workers.
 //!
 //! A sleep (and so a timeout) keeps an `Arc` to its shard (it must reach it to cancel when
-//! dropped, also after every `Timer` handle is gone). When work stealing moved the future, its clone
-//! on the worker that made it and its drop on the worker that dropped it moved the count's
-//! cache line between the two with every timeout (about 24 ns a timeout, measured).
+//! dropped, also after every `Timer` handle is gone). When work stealing moved the future,
+//! its clone on the worker that made it and its drop on the worker that dropped it moved the
+//! count's cache line between the two with every timeout (about 24 ns a timeout, measured).
 //!
 //! For the default timer of a multi-thread runtime (whose lifetime is its runtime's, and
 //! whose workers end with it), a [`ShardRef`] dropped in a task on a thread that does not
