@@ -86,9 +86,12 @@ impl Shard {
         count: usize,
         batches_drops: bool,
     ) -> Shard {
+        let mut wheel = WakerWheel::persistent(wheel_size, driver.clock.tick_units());
+        // Passes poll the wheel whenever its reports and answers say (see `Wheel::stage_recent`).
+        wheel.stage_recent();
         Shard {
             wheel: Lines(Mutex::new(Locked {
-                wheel: WakerWheel::persistent(wheel_size, driver.clock.tick_units()),
+                wheel,
                 spare: Vec::new(),
             })),
             fired_through: AtomicU64::new(0),

@@ -16,6 +16,10 @@ pub(crate) const IMMINENT: u32 = u32::MAX - 1;
 /// rescheduled or removed.
 pub(crate) const PARKED: u32 = u32::MAX - 2;
 
+/// Bucket id of the list of entries not yet placed in a bucket: inserted for a time the wheel's
+/// owner has already promised to poll by (see `stage.rs`).
+pub(crate) const STAGED: u32 = u32::MAX - 3;
+
 /// A handle to an entry in a [`Wheel`](super::Wheel).
 ///
 /// The generation makes keys unique for the lifetime of the wheel: once an entry is removed or
@@ -35,7 +39,7 @@ pub(crate) struct Entry<T> {
     pub(crate) generation: u64,
     pub(crate) prev: u32,
     pub(crate) next: u32,
-    /// `level << LEVEL_SHIFT | slot`, [`DUE`], [`IMMINENT`] or [`PARKED`].
+    /// `level << LEVEL_SHIFT | slot`, [`DUE`], [`IMMINENT`], [`PARKED`] or [`STAGED`].
     pub(crate) bucket: u32,
     /// A persistent entry is parked when it fires, not removed (see `Wheel::insert_persistent`).
     pub(crate) persistent: bool,

@@ -1,7 +1,7 @@
 //! The wheel's structural invariants, checked in tests and, in debug builds, by the driver's
 //! passes.
 
-use super::entry::{List, DUE, IMMINENT, NIL, PARKED};
+use super::entry::{List, DUE, IMMINENT, NIL, PARKED, STAGED};
 use super::level::bucket_id;
 use super::Wheel;
 
@@ -36,6 +36,19 @@ impl<T, P> Wheel<T, P> {
                 "imminent entry {d} in a later tick"
             );
         });
+        // Staged entries: only on a staging wheel, never due, none before the promised wake.
+        let staged = self.check_list(&self.staged, STAGED, |d| {
+            assert!(d > self.now, "staged entry {d} due at {}", self.now);
+            assert!(
+                d >= self.promise,
+                "staged entry {d} before the promised wake {}",
+                self.promise
+            );
+        });
+        assert_eq!(staged, self.staged_len, "staged count");
+        assert!(self.staging || staged == 0, "staged without staging");
+        assert!(staged <= super::stage::STAGE_MAX, "too many staged");
+        linked += staged;
         let parked = self.check_list(&self.parked, PARKED, |_| {});
         assert_eq!(parked, self.parked_len, "parked count");
         linked += parked;

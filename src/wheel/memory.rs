@@ -58,6 +58,8 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         self.imminent.clear();
         self.parked = List::EMPTY;
         self.parked_len = 0;
+        self.staged = List::EMPTY;
+        self.staged_len = 0;
         self.flushing = None;
     }
 

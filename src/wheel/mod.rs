@@ -16,6 +16,9 @@
 //! [`slab::Slab`] and are chained into their bucket through slab indices, so insert, remove and
 //! reschedule are O(1), plus O(log B) for a bucket's first heap push.
 //!
+//! A wheel can stage recent entries (`stage.rs`): one inserted for a time its owner has already
+//! promised to poll by waits on a short list, and is placed by that poll, before time moves.
+//!
 //! [`Wheel::poll_within`] bounds the work of one call (entries handed out, entries cascaded,
 //! heap items popped), so a caller holding a lock can release it between calls even while a
 //! bucket of a million entries cascades: a bucket being flushed is emptied a bounded number of
@@ -31,6 +34,7 @@ mod level;
 mod memory;
 mod peek;
 mod persist;
+mod stage;
 mod step;
 
 #[cfg(test)]
@@ -44,7 +48,7 @@ use slab::Slab;
 
 use self::bucket_heap::BucketHeap;
 pub(crate) use self::entry::Key;
-use self::entry::{Entry, List, DUE, IMMINENT, NIL, PARKED};
+use self::entry::{Entry, List, DUE, IMMINENT, NIL, PARKED, STAGED};
 use self::imminent::Imminent;
 pub(crate) use self::level::MAX_WHEEL_SIZE;
 use self::level::{bucket_id, split, Geometry, Level};
@@ -73,6 +77,14 @@ pub(crate) struct Wheel<T, P = OneShot> {
     /// Persistent entries that fired and wait to be rescheduled or removed, and their number.
     parked: List,
     parked_len: usize,
+    /// Recent entries not yet placed in a bucket, oldest first, and their number (see
+    /// `stage.rs`); only with `staging`.
+    staged: List,
+    staged_len: usize,
+    staging: bool,
+    /// The owner polls no later than this: the last answer of `next_expiration` (`u64::MAX`
+    /// for none), lowered by every report since.
+    promise: u64,
     /// A bucket whose heap item was popped and whose entries are being moved down, a bounded
     /// number per call. Nothing else links into it meanwhile (see `flush_some`).
     flushing: Option<u32>,
@@ -142,6 +154,10 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             imminent: Imminent::new(),
             parked: List::EMPTY,
             parked_len: 0,
+            staged: List::EMPTY,
+            staged_len: 0,
+            staging: false,
+            promise: u64::MAX,
             flushing: None,
             now: 0,
             now_tick: 0,
@@ -231,7 +247,11 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             persistent,
             value,
         }) as u32;
-        self.link(idx);
+        if !persistent && self.may_stage(deadline) {
+            self.stage(idx);
+        } else {
+            self.link(idx);
+        }
         Ok(Key {
             index: idx,
             generation,
@@ -253,6 +273,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// Records that new work needs a wake at `at`.
     fn report(&mut self, at: u64) {
         self.new_head = Some(self.new_head.map_or(at, |h| h.min(at)));
+        self.promised(at);
     }
 
     /// Removes the entry, returning its value; `None` if the key is stale (removed or expired).
@@ -308,6 +329,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         let bucket = self.entries[idx as usize].bucket;
         let stays = match bucket {
             DUE => deadline <= self.now,
+            STAGED => self.stays_staged(deadline),
             IMMINENT | PARKED => false,
             _ => {
                 let (level, slot) = split(bucket);
@@ -334,6 +356,15 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// Buckets emptied by removals are dropped from the top of the heap first, so the answer
     /// never names a bucket that holds nothing.
     pub(crate) fn next_expiration(&mut self) -> Option<u64> {
+        let next = self.next_expiration_placed();
+        // The owner now keeps a wakeup at the answer (and none without one).
+        self.promise = next.unwrap_or(u64::MAX);
+        next
+    }
+
+    /// [`next_expiration`](Self::next_expiration), staged entries placed first.
+    fn next_expiration_placed(&mut self) -> Option<u64> {
+        self.place_all_staged();
         if self.entries.len() == self.parked_len {
             return None;
         }
@@ -368,6 +399,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// [`Step::Yield`] when it runs out. The wheel stays consistent between calls, for other
     /// operations too.
     pub(crate) fn poll_within(&mut self, now: u64, budget: &mut usize) -> Step<T> {
+        // Staged entries first, before time moves: each goes where the wheel's current time
+        // puts it (never on the due list: its deadline is later than that time).
+        self.place_staged(budget);
         loop {
             if *budget == 0 {
                 return Step::Yield;
@@ -518,6 +552,10 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             PARKED => {
                 self.parked.unlink(&mut self.entries, idx);
                 self.parked_len -= 1;
+            }
+            STAGED => {
+                self.staged.unlink(&mut self.entries, idx);
+                self.staged_len -= 1;
             }
             bucket => {
                 let (level, slot) = split(bucket);

@@ -28,6 +28,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             }
         };
         consider(&mut best, &self.imminent.list);
+        consider(&mut best, &self.staged);
         let buckets = || {
             self.levels
                 .iter()
@@ -63,6 +64,12 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             return Some(self.now);
         }
         let mut best = self.imminent.live_min(&self.entries).unwrap_or(u64::MAX);
+        let mut idx = self.staged.head;
+        while idx != NIL {
+            let e = &self.entries[idx as usize];
+            best = best.min(e.deadline);
+            idx = e.next;
+        }
         for level in &self.levels {
             for bucket in level.buckets.iter() {
                 if bucket.list.is_empty() || bucket.expiration >= best {

@@ -15,6 +15,8 @@ pub(crate) struct Stats {
     pub(crate) heap_pushes: u64,
     /// Items popped from the bucket heap, live or stale (emptied buckets pruned included).
     pub(crate) heap_pops: u64,
+    /// Entries put on the staging list rather than in a bucket when inserted.
+    pub(crate) staged: u64,
 }
 
 /// An entry handed out by [`Wheel::poll`](super::Wheel::poll).

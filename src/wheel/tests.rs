@@ -2,6 +2,7 @@
 
 use proptest::prelude::*;
 
+use super::entry::NIL;
 use super::level::{split, Divider};
 use super::naive::Naive;
 use super::persist::{Copied, Persistence};
@@ -519,7 +520,15 @@ fn crowd_op() -> impl Strategy<Value = Op> {
 }
 
 fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
+    run_model_staging(size, tick, ops, false);
+}
+
+/// [`run_model`] on a wheel that stages recent entries (as a timer's shards do) or not.
+fn run_model_staging(size: usize, tick: u64, ops: Vec<Op>, staging: bool) {
     let mut wheel: Wheel<u64, Copied> = Wheel::persistent(size, tick);
+    if staging {
+        wheel.stage_recent();
+    }
     let mut model = Naive::default();
     let mut keys: Vec<(Key, u64)> = Vec::new();
     let mut now = 0u64;
@@ -617,6 +626,8 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
         if let Some(head) = wheel.take_new_head() {
             armed = armed.min(head);
         }
+        // The wheel's own record of the promised wake, which staging relies on.
+        assert_eq!(wheel.promise, armed, "the promised wake");
         // Read without `next_expiration`, which prunes the heap: the driver asks only after a
         // pass, so a check that asked after every operation would tidy up what it checks.
         if let Some(next) = exact_next_expiration(&wheel) {
@@ -655,10 +666,17 @@ fn exact_next_expiration<P: Persistence<u64>>(wheel: &Wheel<u64, P>) -> Option<u
         })
         .map(|(exp, _)| exp)
         .min();
-    match (bucket, wheel.imminent.min()) {
-        (Some(b), Some(i)) => Some(b.min(i)),
-        (b, i) => b.or(i),
+    let mut staged = None::<u64>;
+    let mut idx = wheel.staged.head;
+    while idx != NIL {
+        let d = wheel.entries[idx as usize].deadline;
+        staged = Some(staged.map_or(d, |s| s.min(d)));
+        idx = wheel.entries[idx as usize].next;
     }
+    [bucket, wheel.imminent.min(), staged]
+        .into_iter()
+        .flatten()
+        .min()
 }
 
 /// `peek` names a waiting entry: one already due, or one with the model's earliest deadline.
@@ -743,6 +761,29 @@ proptest! {
         ops in proptest::collection::vec(crowd_op(), 1..16),
     ) {
         run_model(64, tick, ops);
+    }
+
+    /// The same models on wheels that stage recent entries (a timer's shards): placed late,
+    /// they come out as if placed at once.
+    #[test]
+    fn matches_naive_model_staging(ops in proptest::collection::vec(op(), 1..300)) {
+        run_model_staging(64, 1, ops, true);
+    }
+
+    #[test]
+    fn matches_naive_model_staging_size_4_odd_ticks(
+        tick in prop_oneof![Just(1u64), Just(7), Just(1000), 2u64..5000],
+        ops in proptest::collection::vec(op(), 1..300),
+    ) {
+        run_model_staging(4, tick, ops, true);
+    }
+
+    #[test]
+    fn matches_naive_model_staging_crowded_ticks(
+        tick in prop_oneof![Just(1u64), Just(1000), 2u64..5000],
+        ops in proptest::collection::vec(crowd_op(), 1..16),
+    ) {
+        run_model_staging(64, tick, ops, true);
     }
 
     #[test]
@@ -1066,4 +1107,123 @@ fn next_deadline_sees_imminent_entries_on_the_sorted_run() {
     w.insert(base + 15, 3).unwrap();
     assert_eq!(w.next_deadline(), Some(base + 15));
     w.assert_invariants();
+}
+
+/// A staging wheel (a timer's shard) keeps entries for after the promised wake out of the
+/// buckets: one removed before the next poll was never placed (no heap push, no level work),
+/// one still there is placed by the poll and comes out at its deadline.
+#[test]
+fn a_staging_wheel_places_recent_entries_only_when_polled() {
+    let mut w: Wheel<u64> = Wheel::with_tick(64, 1);
+    w.stage_recent();
+    // Nothing promised yet: the first entry is placed, and reported.
+    let first = w.insert(5_000, 0).unwrap();
+    assert_eq!(w.stats().staged, 0);
+    let promised = w
+        .take_new_head()
+        .expect("the first entry reports its bucket");
+    assert!(promised <= 5_000);
+    // Later entries wait on the staging list: no report, no new bucket.
+    let pushes = w.stats().heap_pushes;
+    let a = w.insert(5_001, 1).unwrap();
+    let b = w.insert(900_000, 2).unwrap();
+    assert_eq!(w.stats().staged, 2);
+    assert_eq!(
+        w.stats().heap_pushes,
+        pushes,
+        "staged entries push no bucket"
+    );
+    assert_eq!(w.take_new_head(), None, "nothing new to wake for");
+    w.assert_invariants();
+    // An entry before the promised wake is placed at once.
+    let early = w.insert(promised - 1, 3).unwrap();
+    assert_eq!(w.stats().staged, 2);
+    let sooner = w.take_new_head().expect("an earlier bucket is reported");
+    assert!(sooner < promised);
+    // Removed while staged: gone, as from a bucket.
+    assert_eq!(w.remove(a), Some(1));
+    assert!(!w.contains(a));
+    w.assert_invariants();
+    // The next answer places what is staged first.
+    assert_eq!(w.next_expiration(), Some(sooner));
+    assert_eq!(w.staged_len, 0);
+    w.assert_invariants();
+    assert_eq!(drain(&mut w, promised - 1), vec![(promised - 1, 3)]);
+    assert!(w.contains(first) && w.contains(b) && !w.contains(early));
+    assert!(drain(&mut w, 4_999).is_empty());
+    assert_eq!(drain(&mut w, 5_000), vec![(5_000, 0)]);
+    assert_eq!(drain(&mut w, 900_000), vec![(900_000, 2)]);
+    assert!(w.is_empty());
+}
+
+/// A poll places staged entries before time moves, so one due by then comes out in deadline
+/// order with the rest; moving a staged entry before the promised wake places it.
+#[test]
+fn a_poll_places_staged_entries_before_moving_time() {
+    let mut w: Wheel<u64> = Wheel::with_tick(64, 1);
+    w.stage_recent();
+    w.insert(100, 0).unwrap();
+    let promised = w.take_new_head().unwrap();
+    let late = w.insert(150, 1).unwrap();
+    w.insert(120, 2).unwrap();
+    assert_eq!(w.stats().staged, 2);
+    // Moved later: stays staged; moved before the promised wake: placed, and reported.
+    assert!(w.reschedule(late, 160));
+    assert_eq!(w.staged_len, 1 + 1);
+    assert!(w.reschedule(late, promised - 1));
+    assert_eq!(w.staged_len, 1);
+    assert!(w.take_new_head().is_some_and(|h| h < promised));
+    w.assert_invariants();
+    // One late poll hands out all three in deadline order.
+    assert_eq!(
+        drain(&mut w, 1_000),
+        vec![(promised - 1, 1), (100, 0), (120, 2)]
+    );
+}
+
+/// The staging list holds at most `STAGE_MAX` entries: beyond, the oldest is placed, so a
+/// poll places a bounded number.
+#[test]
+fn the_staging_list_is_bounded_and_places_its_oldest_first() {
+    use super::stage::STAGE_MAX;
+    let mut w: Wheel<u64> = Wheel::with_tick(64, 1);
+    w.stage_recent();
+    w.insert(10_000, 0).unwrap();
+    w.take_new_head();
+    let keys: Vec<Key> = (1..=STAGE_MAX as u64 + 10)
+        .map(|i| w.insert(10_000 + i, i).unwrap())
+        .collect();
+    assert_eq!(w.staged_len, STAGE_MAX);
+    assert_eq!(w.stats().staged, STAGE_MAX as u64 + 10);
+    // The ten oldest were placed to make room; the newest are still staged.
+    let head = w.staged.head;
+    assert_eq!(w.entries[head as usize].value, 11, "the oldest left first");
+    w.assert_invariants();
+    for k in &keys[..5] {
+        w.remove(*k).unwrap();
+    }
+    let mut budget = 7;
+    assert!(matches!(w.poll_within(0, &mut budget), Step::Yield));
+    assert_eq!(
+        w.staged_len,
+        STAGE_MAX - 7,
+        "one unit of work per entry placed"
+    );
+    w.assert_invariants();
+    let out = drain(&mut w, 20_000);
+    assert_eq!(out.len(), STAGE_MAX + 10 + 1 - 5);
+    assert!(out.windows(2).all(|p| p[0].0 <= p[1].0), "deadline order");
+}
+
+/// A wheel that does not stage (a `DelayQueue`'s) places every entry at once.
+#[test]
+fn a_wheel_without_staging_places_every_entry() {
+    let mut w: Wheel<u64> = Wheel::with_tick(64, 1);
+    w.insert(100, 0).unwrap();
+    w.take_new_head();
+    for i in 1..100 {
+        w.insert(100 + i, i).unwrap();
+    }
+    assert_eq!(w.stats().staged, 0);
+    assert_eq!(w.staged_len, 0);
 }
