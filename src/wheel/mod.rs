@@ -231,11 +231,15 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
         }
-        // A wheel with nothing to wait for (empty, or only parked entries) reports no next
-        // expiration, so whatever this entry joins (even a bucket whose heap item survived
-        // from before) is new to anyone who asked.
-        self.first_entry = self.entries.len() == self.parked_len;
-        self.unannounced |= self.first_entry;
+        // Staged, it joins no bucket (and nothing is staged while no wake is promised).
+        let stage = !persistent && self.may_stage(deadline);
+        if !stage {
+            // A wheel with nothing to wait for (empty, or only parked entries) reports no
+            // next expiration, so whatever this entry joins (even a bucket whose heap item
+            // survived from before) is new to anyone who asked.
+            self.first_entry = self.entries.len() == self.parked_len;
+            self.unannounced |= self.first_entry;
+        }
         let generation = self.next_generation;
         self.next_generation += 1;
         let idx = self.entries.insert(Entry {
@@ -247,7 +251,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             persistent,
             value,
         }) as u32;
-        if !persistent && self.may_stage(deadline) {
+        if stage {
             self.stage(idx);
         } else {
             self.link(idx);

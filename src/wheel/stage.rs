@@ -33,10 +33,11 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         self.staging = true;
     }
 
-    /// Whether a new one-shot entry for `deadline` may wait on the staging list.
+    /// Whether a new one-shot entry for `deadline` may wait on the staging list: only while a
+    /// wake is promised (`u64::MAX` means none, even for a deadline of `u64::MAX`).
     #[inline]
     pub(super) fn may_stage(&self, deadline: u64) -> bool {
-        self.staging && deadline > self.now && deadline >= self.promise
+        self.staging && self.promise != u64::MAX && self.stays_staged(deadline)
     }
 
     /// Puts entry `idx` (not linked) on the staging list, placing the oldest staged entry
@@ -54,7 +55,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         self.stats.staged += 1;
     }
 
-    /// Whether a staged entry moved to `deadline` may stay on the list.
+    /// Whether a staged entry moved to `deadline` may stay on the list (a wake is promised,
+    /// as the entry is staged).
+    #[inline]
     pub(super) fn stays_staged(&self, deadline: u64) -> bool {
         deadline > self.now && deadline >= self.promise
     }

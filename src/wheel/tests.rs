@@ -1227,3 +1227,19 @@ fn a_wheel_without_staging_places_every_entry() {
     assert_eq!(w.stats().staged, 0);
     assert_eq!(w.staged_len, 0);
 }
+
+/// What the proptest shrank a missed wake to: with no wake promised (the wheel emptied and
+/// answered `None`), an entry at the horizon (`u64::MAX`) is no later than "never" and must
+/// still be placed, and reported, at once.
+#[test]
+fn model_regression_nothing_is_staged_without_a_promised_wake() {
+    let ops = vec![
+        Op::Insert(u64::MAX),
+        Op::Advance(0),
+        Op::Remove(0),
+        Op::Advance(0),
+        Op::Insert(u64::MAX),
+        Op::PartialAdvance(0, 1),
+    ];
+    run_model_staging(64, 1, ops, true);
+}
