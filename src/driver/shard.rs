@@ -614,8 +614,9 @@ pub(crate) fn this_thread_shard(n: usize) -> usize {
         }
         i
     });
-    // A power of two (the default) takes a mask, not a division.
-    if n.is_power_of_two() {
+    // A power of two (the default) takes a mask, not a division. (`n & (n - 1)` rather than
+    // `is_power_of_two`, which is a software population count on baseline x86-64; `n >= 1`.)
+    if n & (n - 1) == 0 {
         idx & (n - 1)
     } else {
         idx % n
