@@ -1,6 +1,6 @@
 //! Floors to measure timers against, not timers: [`FloorTimeout`], the least work a timer
-//! shared between threads does for a timeout it never fires, and [`CheckedOnce`], ours with its
-//! re-polls skipped.
+//! shared between threads does for a timeout it never fires, [`FloorAround`], that timer put
+//! around a future as a timeout is, and [`CheckedOnce`], ours with its re-polls skipped.
 //!
 //! A timer that never fires early computes its deadline from the clock; one whose cancelled
 //! entries leave at once (their memory, and the waker that keeps a task alive) must reach the
@@ -99,6 +99,40 @@ impl Drop for FloorTimeout {
     }
 }
 
+/// [`FloorTimeout`] around a future, as a timeout is: the future is polled first, the floor's
+/// entry is filed on the first poll that finds it pending (re-polls cost nothing more) and
+/// removed when the future completes or this is dropped. Never times out: the floor of a
+/// timeout that does not fire, in the harness that times ours.
+pub(crate) struct FloorAround<F> {
+    inner: F,
+    timer: Option<FloorTimeout>,
+}
+
+impl<F> FloorAround<F> {
+    pub(crate) fn new(duration: Duration, inner: F) -> FloorAround<F> {
+        FloorAround {
+            inner,
+            timer: Some(FloorTimeout::new(duration, false)),
+        }
+    }
+}
+
+impl<F: Future + Unpin> Future for FloorAround<F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let me = &mut *self;
+        if let Poll::Ready(v) = Pin::new(&mut me.inner).poll(cx) {
+            me.timer = None; // removed now, as a timeout's timer is
+            return Poll::Ready(Ok(v));
+        }
+        if let Some(timer) = &mut me.timer {
+            let _ = Pin::new(timer).poll(cx); // files the entry once; never ready
+        }
+        Poll::Pending
+    }
+}
+
 /// Ours with its re-polls skipped: `timeout`'s `Sleep` (the same registration on the first
 /// poll, the same cancel on drop), but every later poll goes to the inner future alone, never
 /// to the timer. Not a timeout (past its first poll it can never time out): what a re-polled
@@ -165,6 +199,37 @@ mod tests {
                 before,
                 "a firing one is not filed"
             );
+        });
+    }
+
+    #[test]
+    fn floor_around_files_once_when_pending_and_removes_when_done() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let shard = my_shard();
+            let before = shard.0.lock().unwrap().len();
+            let mut ready = FloorAround::new(Duration::from_secs(5), std::future::ready(7));
+            assert_eq!(
+                crate::poll::poll_once(Pin::new(&mut ready)).await,
+                Poll::Ready(Ok(7))
+            );
+            assert_eq!(
+                shard.0.lock().unwrap().len(),
+                before,
+                "ready at once: not filed"
+            );
+            let mut f = FloorAround::new(Duration::from_secs(5), crate::poll::PendingTimes(2));
+            assert!(crate::poll::poll_once(Pin::new(&mut f)).await.is_pending());
+            assert!(crate::poll::poll_once(Pin::new(&mut f)).await.is_pending());
+            assert_eq!(shard.0.lock().unwrap().len(), before + 1, "filed once");
+            assert_eq!(
+                crate::poll::poll_once(Pin::new(&mut f)).await,
+                Poll::Ready(Ok(()))
+            );
+            assert_eq!(shard.0.lock().unwrap().len(), before, "removed when done");
         });
     }
 

@@ -15,6 +15,13 @@
 //! must read the clock once to compute its deadline; the target is a timer cost of at most two
 //! clock reads).
 //!
+//! A floor runs beside the timers: [`FloorAround`](crate::floor::FloorAround), the least a
+//! timer shared between threads does for a timeout it cancels, if the cancel frees the entry
+//! at once (a clock read at creation; a lock, a slab insert and a waker clone on the first
+//! pending poll; that lock again, the removal and the waker's drop when the future is done; no
+//! wheel, no firing, no reference count, no runtime lookup). A ratio against a peer that the
+//! floor itself misses in a run cannot be reached by a timer of that kind in that run.
+//!
 //! A second floor, for the comparison with Tokio's alt timer: the synchronisation a wheel
 //! shared between threads takes per register + cancel and a wheel inside a worker does not
 //! (the alt timer's lives in the worker's core, out of reach of a crate): two uncontended lock
@@ -33,6 +40,7 @@ use tokio::time::Instant;
 use tokio_timing_wheel::Timer;
 
 use super::{Ctx, Workload};
+use crate::floor::FloorAround;
 use crate::ops::Loop;
 use crate::poll::PendingOnce;
 use crate::report::{interleaved, print_table, rate, ratio, target, Summary};
@@ -58,6 +66,8 @@ enum System {
     Baseline,
     Ours,
     OursTimer,
+    /// Not a timer: the floor (see the module docs).
+    Floor,
     Tokio,
     TokioAlt,
     /// The alt timer's timeout plus a shared wheel's locking (see the module docs).
@@ -67,12 +77,13 @@ enum System {
     AsyncIo,
 }
 
-const SYSTEMS: [System; 11] = [
+const SYSTEMS: [System; 12] = [
     System::ClockRead,
     System::Locking,
     System::Baseline,
     System::Ours,
     System::OursTimer,
+    System::Floor,
     System::Tokio,
     System::TokioAlt,
     System::TokioAltLocked,
@@ -98,6 +109,7 @@ impl System {
             System::Baseline => "no timer (baseline)",
             System::Ours => "ours: timeout",
             System::OursTimer => "ours: Timer::timeout",
+            System::Floor => "floor: clock read, lock + slab, waker clone",
             System::Tokio => "tokio::time::timeout",
             System::TokioAlt => "tokio::time::timeout (alt timer)",
             System::TokioAltLocked => "alt timer + a shared wheel's locking",
@@ -141,6 +153,7 @@ impl System {
                     let timer = Timer::current();
                     move |f| timer.timeout(RPC_TIMEOUT, f)
                 }),
+                System::Floor => l.run(inner, || |f| FloorAround::new(RPC_TIMEOUT, f)),
                 System::Tokio | System::TokioAlt => {
                     l.run(inner, || |f| tokio::time::timeout(RPC_TIMEOUT, f))
                 }
@@ -324,6 +337,15 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
     }
     let handle = measured(System::OursTimer).medians();
     let tokio = measured(System::Tokio).medians();
+    let floor = measured(System::Floor).medians();
+    summary.add_all(
+        &format!("the floor's {both} (not a timer: the most one freeing at cancel can reach)"),
+        System::Tokio.name(),
+        &floor,
+        &tokio,
+        true,
+        rate,
+    );
     summary.add_all(
         &format!("{both} (ours: Timer::timeout on a handle)"),
         System::Tokio.name(),
