@@ -147,6 +147,7 @@ impl Sleep {
     }
 
     /// A sleep of `duration` from now: a zero duration has elapsed already.
+    #[inline]
     pub(crate) fn after(shard: Arc<Shard>, duration: Duration) -> Sleep {
         // A zero duration checks the clock on first poll, where it completes: until then it
         // has not elapsed (as in Tokio, `is_elapsed` answers for a polled sleep).
@@ -237,6 +238,7 @@ impl Sleep {
     }
 
     /// Removes the timer from the wheel, if registered (the owner no longer needs it).
+    #[inline]
     pub(crate) fn disarm(&mut self) {
         if let State::Registered { .. } = self.entry.owner {
             self.entry.cancel();
@@ -420,6 +422,7 @@ impl Future for Sleep {
 impl Sleep {
     /// Polls without the cooperative budget: `Ready` leaves the sleep elapsed or shut down,
     /// where every later poll answers `Ready` again (so the budget can still defer it).
+    #[inline]
     pub(crate) fn poll_unbudgeted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match self.entry.owner {
             State::Elapsed | State::Shutdown => Poll::Ready(()),

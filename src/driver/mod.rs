@@ -205,6 +205,14 @@ impl Driver {
         if !self.clocks_can_pause {
             return Instant::now();
         }
+        self.now_on_runtime()
+    }
+
+    /// [`now`](Self::now) in a build whose runtimes can pause their clocks: out of line, so
+    /// that the common path above inlines into its callers.
+    #[cold]
+    #[inline(never)]
+    fn now_on_runtime(&self) -> Instant {
         match Handle::try_current() {
             Ok(current) if current.id() == self.runtime_id => Instant::now(),
             _ => {
