@@ -129,10 +129,11 @@
 //!   cancel and reschedule are O(1); a later deadline is re-filed lazily;
 //! - every non-empty bucket has an item in a min-heap keyed by its expiration, so time jumps
 //!   straight to the next expiring bucket; expired higher-level buckets cascade down;
-//! - a timer's wheels stage recent entries: one whose deadline is at or after the time the
-//!   driver is already armed for joins a short list (at most 512, oldest placed first)
-//!   instead of a bucket, and the next pass places it before time moves, so a timeout
-//!   cancelled before then (an RPC answered in time) costs no placement at all.
+//! - a timer's wheels stage recent entries: a one-shot entry whose deadline is at or after the
+//!   time its shard last told the driver to wake by (the driver is armed no later) joins a
+//!   short list (at most 512, oldest placed first) instead of a bucket, and the next pass
+//!   places it before time moves, so a timeout cancelled before then (an RPC answered in
+//!   time) costs no placement at all. Nothing is staged while the shard has no wake pending.
 //!
 //! The runtime glue:
 //!

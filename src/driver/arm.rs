@@ -8,7 +8,11 @@
 //! pass, so neither can overwrite an earlier time the other published. (The pass may thereby
 //! keep a time it has already handled: one spurious pass, never a lost wakeup.)
 //!
-//! Work requests ([`Arm::request`]) set flags and elect one runner: the thread that finds no
+//! A registration lowers the armed time and asks for the re-arm in one step, under its shard's
+//! lock, so that whoever sees its entry in the shard also finds the driver armed for it (a
+//! shard stages later entries on that: see `Wheel::stage_recent`).
+//!
+//! Work requests ([`Arm::request`], and [`Arm::lower`]'s) set flags and elect one runner: the thread that finds no
 //! runner becomes it and takes the flags ([`Arm::next_work`]) until none are left, giving up
 //! the role in the same step; the others return at once and the runner does their work. A
 //! request made from inside the runner's own work (Tokio firing the sleep while the runner
@@ -64,9 +68,14 @@ impl Arm {
         self.armed_hint.store(at, Release);
     }
 
-    /// Called by a registration after it made `head` its shard's earliest expiration. Returns
-    /// whether the driver must re-arm for it (then call [`request`](Self::request) with
-    /// [`REARM`]).
+    /// Called by a registration that made `head` new work of its shard, with the shard's lock
+    /// still held: if the driver is armed later than `head`, lowers the armed time and asks
+    /// for [`REARM`] in the same step. Returns whether the caller became the runner (then,
+    /// once it has released the shard's lock, it must call [`next_work`](Self::next_work)
+    /// until it returns `None`). Done under the shard's lock so that any thread that sees the
+    /// shard's wheel after this registration also finds the driver armed for it, with a
+    /// runner bound to set the alarm: a shard stages later entries on that promise
+    /// (`Wheel::stage_recent`).
     pub(crate) fn lower(&self, head: u64) -> bool {
         // Fast path, no write to the shared line: the driver already wakes in time.
         if head >= self.armed_hint.load(Acquire) {
@@ -77,7 +86,8 @@ impl Arm {
             return false;
         }
         self.set_armed(&mut state, head);
-        true
+        state.pending |= REARM;
+        !std::mem::replace(&mut state.running, true)
     }
 
     /// Whether the driver is armed to wake no later than `at` (a lock-free read of the armed

@@ -150,6 +150,36 @@ fn loom_two_registrations_vs_pass() {
     });
 }
 
+/// Two threads register into one shard (more threads than shards): one files an entry that
+/// lowers the driver's time, the other a later one, which the shard may stage on the strength
+/// of the first one's report (`Wheel::stage_recent`). Whatever the order, when a registration
+/// returns the driver is already armed for its entry, or a runner is bound to arm it: the
+/// first one lowers the armed time before it releases the shard's lock, so the second cannot
+/// stage behind a report the driver has not heard of yet (and wait, then, for the first thread
+/// to run again).
+#[test]
+fn loom_a_registration_staged_behind_anothers_report_finds_the_driver_armed() {
+    model(|| {
+        let (driver, shards, _rt) = timer(1, usize::MAX);
+        shards[0].register(2 * HOUR, noop_waker()).unwrap().unwrap();
+        let mut threads = Vec::new();
+        for at in [HOUR, HOUR + 1] {
+            let (shard, driver) = (shards[0].clone(), driver.clone());
+            threads.push(thread::spawn(move || {
+                shard.register(at, noop_waker()).unwrap().unwrap();
+                assert!(
+                    driver.armed_by(at),
+                    "registered for {at}, driver armed later"
+                );
+            }));
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_armed_in_time(&driver, &shards);
+    });
+}
+
 /// The alarm's wake (a pass) racing with a cancellation that empties the wheel: once quiet,
 /// nothing is armed (idle means no wakeup), or the alarm names the live head.
 #[test]

@@ -57,7 +57,7 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use self::alarm::{Alarm, Set};
-use self::arm::{Arm, PASS, REARM};
+use self::arm::{Arm, PASS};
 use self::shard::Shard;
 use crate::clock::{self, Clock};
 use crate::error::TimerError;
@@ -293,13 +293,13 @@ impl Driver {
         self.reserved.load(SeqCst)
     }
 
-    /// A registration just made `head` its shard's earliest expiration: if the alarm is set
-    /// later than that (or not at all), re-arm it.
+    /// A registration just made `head` new work of its shard, whose lock it still holds: if
+    /// the alarm is set later than that (or not at all), asks for it to be re-armed. Returns
+    /// whether the caller became the runner: then, after releasing the shard's lock, it must
+    /// call [`run`](Self::run).
     #[inline]
-    pub(crate) fn on_new_head(&self, head: u64) {
-        if self.arm.lower(head) {
-            self.kick(REARM);
-        }
+    pub(crate) fn on_new_head(&self, head: u64) -> bool {
+        self.arm.lower(head)
     }
 
     /// Whether the driver is armed to wake (and pass) no later than wheel time `at`.
@@ -314,6 +314,12 @@ impl Driver {
         if !self.arm.request(work) {
             return; // the runner will see it
         }
+        self.run();
+    }
+
+    /// Does the work asked for (and whatever else is asked meanwhile) as the runner: for the
+    /// thread [`kick`](Self::kick) or [`on_new_head`](Self::on_new_head) made the runner.
+    pub(crate) fn run(&self) {
         // Whatever unwinds out of the work (nothing should: user code is contained), the
         // runner role is given up, so the timer is never left without one.
         let runner = RunnerGuard(&self.arm);
@@ -470,6 +476,7 @@ pub(crate) fn panicked(f: impl FnOnce()) -> bool {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use super::arm::REARM;
     use super::*;
 
     /// Work that unwinds out of the runner (nothing in the crate should: user code is

@@ -406,10 +406,14 @@ impl Shard {
     /// tells the driver when that work needs a wake (the alarm moves only if that is earlier
     /// than planned).
     fn publish_head(&self, mut wheel: MutexGuard<'_, Locked>) {
-        let head = wheel.take_new_head();
+        // The driver is armed before the lock is released: a registration that finds this
+        // one's report in the wheel (and stages after it) finds the driver armed for it too.
+        let runner = wheel
+            .take_new_head()
+            .is_some_and(|head| self.driver.on_new_head(head));
         drop(wheel);
-        if let Some(head) = head {
-            self.driver.on_new_head(head);
+        if runner {
+            self.driver.run();
         }
     }
 

@@ -269,7 +269,8 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// item was already counted reports nothing: one that holds entries, or one emptied by
     /// removals while the wheel kept waiting entries or after a `next_expiration` answer. Whoever keeps a
     /// wakeup no later than every reported time (and every answer of `next_expiration`) never
-    /// misses an entry.
+    /// misses an entry. On a staging wheel the report must reach that wakeup before any other
+    /// thread sees the wheel: later entries may be staged on it (see `stage.rs`).
     pub(crate) fn take_new_head(&mut self) -> Option<u64> {
         self.new_head.take()
     }
@@ -358,7 +359,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// bucket is being flushed. `None` when no entry waits in the wheel (parked ones do not).
     ///
     /// Buckets emptied by removals are dropped from the top of the heap first, so the answer
-    /// never names a bucket that holds nothing.
+    /// never names a bucket that holds nothing. Staged entries are placed first, and the
+    /// answer is recorded as the owner's promised wake (see `stage.rs`): it is the owner's
+    /// question, asked after a poll, to arm for the answer.
     pub(crate) fn next_expiration(&mut self) -> Option<u64> {
         let next = self.next_expiration_placed();
         // The owner now keeps a wakeup at the answer (and none without one).

@@ -3,20 +3,30 @@
 //!
 //! The owner of a wheel keeps a wakeup no later than every time the wheel reported
 //! ([`take_new_head`](super::Wheel::take_new_head)) and every answer of
-//! [`next_expiration`](super::Wheel::next_expiration): the wheel knows that promise
-//! (`promise`: the last answer, lowered by every report since). An entry inserted for a
-//! deadline at or after it needs no wake of its own, only to be in place by the time the owner
-//! polls. With staging on ([`stage_recent`](super::Wheel::stage_recent)), such an entry joins
-//! the staging list (a list push) instead of a bucket (level and slot arithmetic, bucket
-//! bookkeeping, a heap push for a new bucket); a poll places every staged entry first (one
-//! unit of work each), before time moves, and [`next_expiration`](super::Wheel::next_expiration)
-//! places them before it answers. Between two answers the promise only falls, so a staged
-//! deadline stays at or after it.
+//! [`next_expiration`](super::Wheel::next_expiration), and polls (through
+//! [`poll_within`](super::Wheel::poll_within), then `next_expiration`) by then: the wheel
+//! knows that promise (`promise`: the last answer, lowered by every report since; `u64::MAX`,
+//! none). An entry inserted for a deadline at or after it needs no wake of its own, only to be
+//! in place by the time the owner polls. With staging on
+//! ([`stage_recent`](super::Wheel::stage_recent)), such a one-shot entry joins the staging list
+//! (a list push) instead of a bucket (level and slot arithmetic, bucket bookkeeping, a heap
+//! push for a new bucket); a poll places staged entries first (one unit of its budget each)
+//! and moves time only once none is left, and `next_expiration` places them all before it
+//! answers. Between two answers the promise only falls, so a staged deadline stays at or after
+//! it. Nothing is staged while no wake is promised, and persistent entries never are.
+//!
+//! The contract this adds for the owner: it must not move its wakeup later than the promise
+//! other than by polling and asking `next_expiration`, and a report must reach its wakeup
+//! before another thread can see the wheel (a timer's shard lowers the driver's armed time
+//! under the wheel's lock); `next_expiration` is the owner's question, not a query for others,
+//! as it records its answer as the promise.
 //!
 //! The list holds at most [`STAGE_MAX`] entries: when it is full, the oldest is placed to make
 //! room, so a poll never has more than that many to place, and an entry that lives long is
-//! placed about as soon as it would have been. Entries keep their order on the list, which is
-//! the order they were inserted in, so a bucket still receives its entries in that order.
+//! placed about as soon as it would have been. Staged entries are placed in the order they
+//! were inserted in, so entries of one deadline usually keep that order; one placed at once
+//! (a persistent entry, or one moved before the promise) can join its bucket ahead of an older
+//! staged entry of the same deadline.
 
 use super::entry::{NIL, STAGED};
 use super::persist::Persistence;
