@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::task::noop_waker_ref;
@@ -420,10 +420,26 @@ impl Future for Sleep {
 }
 
 impl Sleep {
+    /// Whether the sleep is registered, not yet due, and polled by the task its timer will
+    /// wake (two atomic loads, no lock): then every poll answers `Pending`, budget or not.
+    #[inline(always)]
+    pub(crate) fn is_waiting_for(&self, waker: &Waker) -> bool {
+        self.entry.waiting_for(waker)
+    }
+
     /// Polls without the cooperative budget: `Ready` leaves the sleep elapsed or shut down,
     /// where every later poll answers `Ready` again (so the budget can still defer it).
     #[inline]
     pub(crate) fn poll_unbudgeted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        // The common re-poll first, inlined: the rest out of line.
+        if self.is_waiting_for(cx.waker()) {
+            return Poll::Pending;
+        }
+        self.poll_unbudgeted_slow(cx)
+    }
+
+    /// [`poll_unbudgeted`](Self::poll_unbudgeted) past its first check.
+    fn poll_unbudgeted_slow(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match self.entry.owner {
             State::Elapsed | State::Shutdown => Poll::Ready(()),
             State::Idle { check_clock } => self.register(cx, check_clock),

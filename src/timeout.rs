@@ -139,11 +139,19 @@ impl<T: Future> Future for Timeout<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let me = self.project();
-        let had_budget = tokio::task::coop::has_budget_remaining();
+        // A re-poll by the task the registered timer will wake (the common one: a request
+        // timeout at every wake of its handler) answers `Pending` if the future does, whatever
+        // the budget: checked first, lock-free, so it needs no look at the budget. Should the
+        // timer fire while the future is polled, its wake polls this again.
+        let waiting = me.delay.is_waiting_for(cx.waker());
+        let had_budget = waiting || tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(v) = me.value.poll(cx) {
             // Done in time: the timer is not needed any more, even if the Timeout is kept.
             me.delay.disarm();
             return Poll::Ready(Ok(v));
+        }
+        if waiting {
+            return Poll::Pending;
         }
         // Registered, or still waiting: no budget needed (see `Sleep`'s `poll`).
         ready!(me.delay.poll_unbudgeted(cx));

@@ -521,6 +521,31 @@ async fn a_waiting_timeout_re_polled_out_of_budget_is_pending_without_a_wake() {
     assert_eq!(start.elapsed(), ms(10));
 }
 
+/// A waiting timeout re-polled by its task answers from a look at its timer taken before it
+/// polls the inner future; if the timer fires while the future is polled (here the future
+/// shuts the timer down, which resolves every pending timer), the task is woken, and the next
+/// poll gives the timer's answer: nothing is lost between the look and the answer.
+#[tokio::test(start_paused = true)]
+async fn a_timer_that_fires_while_the_future_is_polled_wakes_the_task() {
+    let timer = Timer::builder().build().unwrap();
+    let inside = timer.clone();
+    let mut polls = 0;
+    let fut = std::future::poll_fn(move |_| {
+        polls += 1;
+        if polls == 2 {
+            inside.shutdown(); // fires the timer around this very future
+        }
+        Poll::<()>::Pending
+    });
+    let mut t = task::spawn(timer.timeout(Duration::from_secs(3600), fut));
+    assert_pending!(t.poll()); // registered
+    assert!(!t.is_woken());
+    assert_pending!(t.poll()); // looked at the timer (waiting), then the future shut it down
+    assert!(t.is_woken(), "the firing woke the task");
+    let err = assert_ready!(t.poll()).unwrap_err();
+    assert!(err.is_shutdown());
+}
+
 /// The inner futures of `timeouts_answer_as_tokios_whatever_the_budget`.
 #[derive(Debug)]
 enum Inner {

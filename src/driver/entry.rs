@@ -217,6 +217,20 @@ impl<S> TimerEntry<S> {
         }
     }
 
+    /// Whether the entry is registered, not yet due, and `waker` is the one the wheel will wake:
+    /// the common re-poll, answered from two atomic loads with no lock (see
+    /// [`poll`](Self::poll), which answers `Pending` exactly then, and why that loses no
+    /// wakeup). A caller may act on it before doing other work (a timeout polls its future
+    /// first): if the entry fires meanwhile, the pass wakes `waker`, and the next poll sees it.
+    #[inline(always)]
+    pub(crate) fn waiting_for(&self, waker: &Waker) -> bool {
+        self.waker.is_some_and(|id| {
+            self.units > self.shard.fired_through.load(Acquire)
+                && !self.shard.driver.is_shutdown()
+                && id.is(waker)
+        })
+    }
+
     /// Polls a registered entry with `waker`: `Pending` (and `waker` is the one that will be
     /// woken), `Due`, or `Shutdown` (then the entry is no longer registered). Not registered:
     /// `Due`. With `moved_to` (the owner's deadline after a lazy reset to a later one), an

@@ -405,12 +405,20 @@ impl Shard {
     /// After an insert or reschedule: if it made new work (a new bucket, a due entry...),
     /// tells the driver when that work needs a wake (the alarm moves only if that is earlier
     /// than planned).
+    #[inline(always)]
     fn publish_head(&self, mut wheel: MutexGuard<'_, Locked>) {
-        // The driver is armed before the lock is released: a registration that finds this
-        // one's report in the wheel (and stages after it) finds the driver armed for it too.
-        let runner = wheel
-            .take_new_head()
-            .is_some_and(|head| self.driver.on_new_head(head));
+        match wheel.take_new_head() {
+            None => drop(wheel), // the common case: nothing new to wake for
+            Some(head) => self.arm_for(wheel, head),
+        }
+    }
+
+    /// [`publish_head`](Self::publish_head) with a new head: the driver is armed before the
+    /// lock is released, so a registration that finds this one's report in the wheel (and
+    /// stages after it) finds the driver armed for it too.
+    #[inline(never)]
+    fn arm_for(&self, wheel: MutexGuard<'_, Locked>, head: u64) {
+        let runner = self.driver.on_new_head(head);
         drop(wheel);
         if runner {
             self.driver.run();

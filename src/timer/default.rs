@@ -85,7 +85,7 @@ fn shard_of(handle: Handle) -> Arc<Shard> {
 ///
 /// As [`current_shard`].
 #[track_caller]
-#[inline]
+#[inline(always)]
 pub(crate) fn current_shard_of_task() -> Arc<Shard> {
     if !task_cache_enabled() {
         return current_shard();
@@ -98,9 +98,17 @@ pub(crate) fn current_shard_of_task() -> Arc<Shard> {
         Some((id, shard)) if *id == task && !shard.is_shutdown() => Some(shard.clone()),
         _ => None,
     });
-    if let Some(shard) = cached {
-        return shard;
+    match cached {
+        Some(shard) => shard,
+        None => shard_of_task_missed(task, slot),
     }
+}
+
+/// [`current_shard_of_task`] when this thread's cache has no shard for `task` (in `slot`): the
+/// runtime lookup, cached for the task's next timers if its runtime's workers drive it.
+#[track_caller]
+#[inline(never)]
+fn shard_of_task_missed(task: tokio::task::Id, slot: usize) -> Arc<Shard> {
     let handle = match Handle::try_current() {
         Ok(h) => h,
         Err(_) => panic!("{}", NO_RUNTIME),
