@@ -65,6 +65,7 @@ pub(crate) fn far_future(now: Instant) -> Instant {
 }
 
 /// `now + dur`, saturating at [`far_future`].
+#[inline]
 pub(crate) fn deadline_after(now: Instant, dur: Duration) -> Instant {
     now.checked_add(dur).unwrap_or_else(|| far_future(now))
 }
