@@ -177,69 +177,61 @@ mod tests {
     use super::*;
     use std::pin::pin;
 
-    #[test]
-    fn a_floor_timeout_is_filed_on_first_poll_and_removed_on_drop() {
+    /// Runs `f` on a current-thread runtime with time, on this thread.
+    fn block_on<F: Future>(f: F) -> F::Output {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .unwrap();
-        rt.block_on(async {
-            let shard = my_shard();
-            let before = shard.0.lock().unwrap().len();
+        rt.block_on(f)
+    }
+
+    /// How many entries this thread's floor shard holds.
+    fn filed() -> usize {
+        my_shard().0.lock().unwrap().len()
+    }
+
+    #[test]
+    fn a_floor_timeout_is_filed_on_first_poll_and_removed_on_drop() {
+        block_on(async {
+            let before = filed();
             let mut t = Box::pin(FloorTimeout::new(Duration::from_secs(5), false));
             assert!(crate::poll::poll_once(t.as_mut()).await.is_pending());
             assert!(crate::poll::poll_once(t.as_mut()).await.is_pending());
-            assert_eq!(shard.0.lock().unwrap().len(), before + 1, "filed once");
+            assert_eq!(filed(), before + 1, "filed once");
             drop(t);
-            assert_eq!(shard.0.lock().unwrap().len(), before, "removed on drop");
+            assert_eq!(filed(), before, "removed on drop");
             let fired = pin!(FloorTimeout::new(Duration::from_millis(1), true));
             assert_eq!(crate::poll::poll_once(fired).await, Poll::Ready(true));
-            assert_eq!(
-                shard.0.lock().unwrap().len(),
-                before,
-                "a firing one is not filed"
-            );
+            assert_eq!(filed(), before, "a firing one is not filed");
         });
     }
 
     #[test]
     fn floor_around_files_once_when_pending_and_removes_when_done() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let shard = my_shard();
-            let before = shard.0.lock().unwrap().len();
+        block_on(async {
+            let before = filed();
             let mut ready = FloorAround::new(Duration::from_secs(5), std::future::ready(7));
             assert_eq!(
                 crate::poll::poll_once(Pin::new(&mut ready)).await,
                 Poll::Ready(Ok(7))
             );
-            assert_eq!(
-                shard.0.lock().unwrap().len(),
-                before,
-                "ready at once: not filed"
-            );
+            assert_eq!(filed(), before, "ready at once: not filed");
             let mut f = FloorAround::new(Duration::from_secs(5), crate::poll::PendingTimes(2));
             assert!(crate::poll::poll_once(Pin::new(&mut f)).await.is_pending());
             assert!(crate::poll::poll_once(Pin::new(&mut f)).await.is_pending());
-            assert_eq!(shard.0.lock().unwrap().len(), before + 1, "filed once");
+            assert_eq!(filed(), before + 1, "filed once");
             assert_eq!(
                 crate::poll::poll_once(Pin::new(&mut f)).await,
                 Poll::Ready(Ok(()))
             );
-            assert_eq!(shard.0.lock().unwrap().len(), before, "removed when done");
+            assert_eq!(filed(), before, "removed when done");
         });
     }
 
     #[test]
     fn checked_once_registers_on_first_poll_never_checks_again_and_cancels_on_drop() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        block_on(async {
             let timer = tokio_timing_wheel::Timer::current();
             let before = timer.pending();
             let mut f = CheckedOnce::new(Duration::from_secs(5), crate::poll::PendingTimes(1));
