@@ -1,5 +1,5 @@
 //! A Kafka-style hierarchical timing wheel for Tokio: timeouts, sleeps and delayed tasks by
-//! the million, far cheaper to register and cancel than `tokio::time`.
+//! the million, registered and cancelled on per-thread shards rather than behind one lock.
 //!
 //! # Quick start
 //!

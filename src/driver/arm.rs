@@ -12,8 +12,9 @@
 //! lock, so that whoever sees its entry in the shard also finds the driver armed for it (a
 //! shard stages later entries on that: see `Wheel::stage_recent`).
 //!
-//! Work requests ([`Arm::request`], and [`Arm::lower`]'s) set flags and elect one runner: the thread that finds no
-//! runner becomes it and takes the flags ([`Arm::next_work`]) until none are left, giving up
+//! Work requests ([`Arm::request`], and [`Arm::lower`]'s) set flags and elect one runner: the
+//! thread that finds no runner becomes it and takes the flags ([`Arm::next_work`], through
+//! `Driver::run`, which gives the role up if the work unwinds) until none are left, giving up
 //! the role in the same step; the others return at once and the runner does their work. A
 //! request made from inside the runner's own work (Tokio firing the sleep while the runner
 //! re-arms it) just sets a flag, so nothing re-enters.
@@ -71,8 +72,8 @@ impl Arm {
     /// Called by a registration that made `head` new work of its shard, with the shard's lock
     /// still held: if the driver is armed later than `head`, lowers the armed time and asks
     /// for [`REARM`] in the same step. Returns whether the caller became the runner (then,
-    /// once it has released the shard's lock, it must call [`next_work`](Self::next_work)
-    /// until it returns `None`). Done under the shard's lock so that any thread that sees the
+    /// once it has released the shard's lock, it must call `Driver::run`, which takes the work
+    /// with [`next_work`](Self::next_work) until it returns `None`). Done under the shard's lock so that any thread that sees the
     /// shard's wheel after this registration also finds the driver armed for it, with a
     /// runner bound to set the alarm: a shard stages later entries on that promise
     /// (`Wheel::stage_recent`).
@@ -117,6 +118,7 @@ impl Arm {
     }
 
     /// Asks for `flags` work. Returns whether the caller became the runner: it must then call
+    /// `Driver::run` (as `Driver::kick` does), which calls
     /// [`next_work`](Self::next_work) until it returns `None`. Otherwise the current runner
     /// will see the flags.
     pub(crate) fn request(&self, flags: u8) -> bool {

@@ -219,8 +219,8 @@ impl<S> TimerEntry<S> {
 
     /// Whether the entry is registered, not yet due, and `waker` is the one the wheel will wake:
     /// the common re-poll, answered from two atomic loads with no lock (see
-    /// [`poll`](Self::poll), which answers `Pending` exactly then, and why that loses no
-    /// wakeup). A caller may act on it before doing other work (a timeout polls its future
+    /// [`poll`](Self::poll), which answers `Pending` without its lock exactly then, and why
+    /// that loses no wakeup). A caller may act on it before doing other work (a timeout polls its future
     /// first): if the entry fires meanwhile, the pass wakes `waker`, and the next poll sees it.
     #[inline(always)]
     pub(crate) fn waiting_for(&self, waker: &Waker) -> bool {
