@@ -73,10 +73,10 @@ impl Arm {
     /// still held: if the driver is armed later than `head`, lowers the armed time and asks
     /// for [`REARM`] in the same step. Returns whether the caller became the runner (then,
     /// once it has released the shard's lock, it must call `Driver::run`, which takes the work
-    /// with [`next_work`](Self::next_work) until it returns `None`). Done under the shard's lock so that any thread that sees the
-    /// shard's wheel after this registration also finds the driver armed for it, with a
-    /// runner bound to set the alarm: a shard stages later entries on that promise
-    /// (`Wheel::stage_recent`).
+    /// with [`next_work`](Self::next_work) until it returns `None`). Done under the shard's
+    /// lock so that any thread that sees the shard's wheel after this registration also finds
+    /// the driver armed for it, with a runner bound to set the alarm: a shard stages later
+    /// entries on that promise (`Wheel::stage_recent`).
     pub(crate) fn lower(&self, head: u64) -> bool {
         // Fast path, no write to the shared line: the driver already wakes in time.
         if head >= self.armed_hint.load(Acquire) {

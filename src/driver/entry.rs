@@ -220,15 +220,20 @@ impl<S> TimerEntry<S> {
     /// Whether the entry is registered, not yet due, and `waker` is the one the wheel will wake:
     /// the common re-poll, answered from two atomic loads with no lock (see
     /// [`poll`](Self::poll), which answers `Pending` without its lock exactly then, and why
-    /// that loses no wakeup). A caller may act on it before doing other work (a timeout polls its future
-    /// first): if the entry fires meanwhile, the pass wakes `waker`, and the next poll sees it.
+    /// that loses no wakeup). A caller may act on it before doing other work (a timeout polls
+    /// its future first): if the entry fires meanwhile, the pass wakes `waker`, and the next
+    /// poll sees it.
     #[inline(always)]
     pub(crate) fn waiting_for(&self, waker: &Waker) -> bool {
-        self.waker.is_some_and(|id| {
-            self.units > self.shard.fired_through.load(Acquire)
-                && !self.shard.driver.is_shutdown()
-                && id.is(waker)
-        })
+        self.waker
+            .is_some_and(|id| self.not_due(self.units) && id.is(waker))
+    }
+
+    /// Whether an entry filed for wheel time `units` is still in the wheel, waiting: no pass
+    /// has fired through `units` and the timer is not shut down (two atomic loads).
+    #[inline(always)]
+    fn not_due(&self, units: u64) -> bool {
+        units > self.shard.fired_through.load(Acquire) && !self.shard.driver.is_shutdown()
     }
 
     /// Polls a registered entry with `waker`: `Pending` (and `waker` is the one that will be
@@ -242,7 +247,6 @@ impl<S> TimerEntry<S> {
         let Some(reg) = self.registered() else {
             return Outcome::Due;
         };
-        let shard = &self.shard;
         // Why this is sound (no lost wakeup, never ready early, no identity reused):
         // - `fired_through` is stored (Release, under the shard's lock) before a pass takes
         //   any entry due at it out of the wheel, and only the entry's own owner (this
@@ -262,7 +266,7 @@ impl<S> TimerEntry<S> {
         //   orders after the free, after the publication: a poll with such a waker reads the
         //   new `fired_through` (or the flag) and does not take the fast path.
         // - `Due` only when a pass's time, read from the clock, reached `units`: never early.
-        let waiting = reg.units > shard.fired_through.load(Acquire) && !shard.driver.is_shutdown();
+        let waiting = self.not_due(reg.units);
         if waiting && reg.waker.is(waker) {
             return Outcome::Pending;
         }
