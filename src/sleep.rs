@@ -50,6 +50,7 @@ use crate::timer::Timer;
 /// # }
 /// ```
 #[track_caller]
+#[inline]
 pub fn sleep_wheel(duration: Duration) -> Sleep {
     Sleep::after(crate::timer::default::current_shard_of_task(), duration)
 }
@@ -81,6 +82,7 @@ pub fn sleep_wheel(duration: Duration) -> Sleep {
 /// # }
 /// ```
 #[track_caller]
+#[inline]
 pub fn sleep_wheel_until(deadline: Instant) -> Sleep {
     Sleep::new(crate::timer::default::current_shard_of_task(), deadline)
 }
@@ -139,6 +141,7 @@ impl fmt::Debug for Sleep {
 
 impl Sleep {
     /// A sleep until `deadline`, which may already have passed.
+    #[inline]
     pub(crate) fn new(shard: Arc<Shard>, deadline: Instant) -> Sleep {
         Sleep {
             entry: TimerEntry::new(shard, State::Idle { check_clock: true }),

@@ -50,6 +50,10 @@ use crate::timer::Timer;
 /// # }
 /// ```
 #[track_caller]
+// Inlined into the caller, so the `Timeout` is written straight into the awaiting future's
+// state: returned through a temporary, its copy read words just stored with other widths (a
+// failed store-to-load forward on every timeout, sampled at ~4% of an RPC timeout's cost).
+#[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     let shard = crate::timer::default::current_shard_of_task();
     Timeout::new(future.into_future(), Sleep::after(shard, duration))
@@ -83,6 +87,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// # }
 /// ```
 #[track_caller]
+#[inline]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
     let shard = crate::timer::default::current_shard_of_task();
     Timeout::new(future.into_future(), Sleep::new(shard, deadline))
@@ -104,6 +109,7 @@ pin_project! {
 }
 
 impl<T> Timeout<T> {
+    #[inline]
     pub(crate) fn new(value: T, delay: Sleep) -> Timeout<T> {
         Timeout { value, delay }
     }
