@@ -83,11 +83,11 @@ pub(crate) struct TimerEntry<S = ()> {
     shard: ShardRef,
     /// The waker the wheel entry holds (it may have moved out of the wheel if it fired), as
     /// its two words: `waker_vtable` is `None` when not registered, and then `waker_data` and
-    /// the fields below mean nothing (they keep stale values). Two fields rather than an `Option<WakerId>`, whose `None` leaves the data
-    /// word undefined: a new entry is then built in a temporary and copied with loads that
-    /// straddle the stores just made, a failed store-to-load forward on every `timeout`
-    /// (43% of the samples in `timeout`'s own code). With every word defined it is written in
-    /// place.
+    /// the fields below mean nothing (they keep stale values). Two fields rather than an
+    /// `Option<WakerId>`, whose `None` leaves the data word undefined: a new entry is then
+    /// built in a temporary and copied with loads that straddle the stores just made, a failed
+    /// store-to-load forward on every `timeout` (43% of the samples in `timeout`'s own code).
+    /// With every word defined it is written in place.
     waker_data: usize,
     waker_vtable: Option<&'static RawWakerVTable>,
     /// The key's generation and index.
