@@ -138,6 +138,57 @@ async fn a_huge_cascade_is_moved_a_batch_per_lock_hold() {
     drop(rest);
 }
 
+/// A pass gives its shard's lock up between batches of a big cascade, and others may take it
+/// meanwhile: a waker woken in the first batch cancels the rest of the bucket and calls
+/// `shrink_to_fit`, which released the level of the bucket the pass was still moving, and the
+/// pass's next batch panicked inside Tokio's timer processing (every later pass of the shard
+/// too). The pass must end cleanly, the first sleep fire and nothing stay pending.
+#[tokio::test(start_paused = true)]
+async fn shrink_to_fit_between_the_batches_of_a_cascade_leaves_the_pass_whole() {
+    struct CancelRestAndShrink {
+        timer: Timer,
+        rest: std::sync::Mutex<Vec<Sleep>>,
+    }
+    impl std::task::Wake for CancelRestAndShrink {
+        fn wake(self: Arc<Self>) {
+            self.rest.lock().unwrap().clear(); // cancels the rest of the bucket
+            self.timer.shrink_to_fit(); // its level is now empty
+        }
+    }
+
+    let timer = Timer::builder().shards(1).build().unwrap();
+    let start = Instant::now();
+    let on_wake = Arc::new(CancelRestAndShrink {
+        timer: timer.clone(),
+        rest: std::sync::Mutex::new(Vec::new()),
+    });
+    // The first of a level-1 bucket ([64, 128) ms), then thousands behind it in the same one.
+    let mut first = timer.sleep_until(start + ms(64));
+    let waker = std::task::Waker::from(on_wake.clone());
+    assert!(Pin::new(&mut first)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    let rest: Vec<_> = (0..5_000)
+        .map(|_| timer.try_sleep_until(start + ms(100)).unwrap())
+        .collect();
+    *on_wake.rest.lock().unwrap() = rest;
+    assert_eq!(timer.pending(), 5_001);
+
+    tokio::time::sleep_until(start + ms(200)).await;
+    settle().await;
+    assert!(
+        on_wake.rest.lock().unwrap().is_empty(),
+        "the first sleep fired"
+    );
+    let mut first = task::spawn(first);
+    assert!(first.poll().is_ready());
+    assert_eq!(timer.pending(), 0);
+    // The shard still works: a new sleep fires on time.
+    let later = Instant::now();
+    timer.sleep(ms(10)).await;
+    assert!(later.elapsed() >= ms(10));
+}
+
 /// On time under load: a task that registered a sleep (which, in the old design,
 /// queued the driver task on its worker) and then blocked its thread stalled every wheel timer
 /// of the runtime for as long as it blocked. Timers now fire inside Tokio's own timer

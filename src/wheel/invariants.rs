@@ -10,6 +10,12 @@ impl<T, P> Wheel<T, P> {
     #[cfg(any(test, debug_assertions))] // tests, and the driver's passes in debug builds
     pub(crate) fn assert_invariants(&self) {
         assert!(self.levels.len() <= self.geo.max_levels, "too many levels");
+        if let Some(bucket) = self.flushing {
+            assert!(
+                super::level::split(bucket).0 < self.levels.len(),
+                "flushing a bucket of a level released"
+            );
+        }
         let live: std::collections::HashSet<(u64, u32)> = self.heap.iter().collect();
         let mut linked = 0;
         // Due list: consistent links, every deadline already reached.

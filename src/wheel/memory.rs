@@ -72,6 +72,16 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         } else {
             self.entries.shrink_to_fit();
         }
+        // A flush cut short by its budget whose bucket removals have emptied since is over
+        // (its next step would find nothing): end it, so releasing that bucket's level below
+        // cannot leave the wheel flushing a bucket that no longer exists. A bucket that still
+        // holds entries keeps its level, which is then not empty.
+        if let Some(bucket) = self.flushing {
+            let (level, slot) = split(bucket);
+            if self.levels[level].buckets[slot].list.is_empty() {
+                self.flushing = None;
+            }
+        }
         // Release every empty top level now, with the heap items of its buckets.
         while self.levels.last().is_some_and(|l| l.len == 0) {
             self.levels.pop();

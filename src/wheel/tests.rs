@@ -447,6 +447,8 @@ enum Op {
     /// Advances with a small work budget, possibly stopping part-way through a pass: other
     /// operations then run on a wheel in the middle of a flush.
     PartialAdvance(u64, usize),
+    /// Gives back spare memory (`Timer::shrink_to_fit`), possibly in the middle of a flush.
+    ShrinkToFit,
     /// Inserts `n` entries at `delta` from now plus an offset of the given pattern
     /// ([`burst_offset`]): a crowd of entries in one tick, or a few.
     Burst {
@@ -501,6 +503,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<usize>(), delta).prop_map(|(i, d)| Op::Reschedule(i, d)),
         3 => advance.clone().prop_map(Op::Advance),
         2 => (advance, 1usize..8).prop_map(|(by, b)| Op::PartialAdvance(by, b)),
+        1 => Just(Op::ShrinkToFit),
         1 => burst(40),
     ]
 }
@@ -516,6 +519,7 @@ fn crowd_op() -> impl Strategy<Value = Op> {
         1 => (any::<usize>(), 0u64..5_000).prop_map(|(i, d)| Op::Reschedule(i, d)),
         2 => advance.clone().prop_map(Op::Advance),
         3 => (advance, 1usize..2_000).prop_map(|(by, b)| Op::PartialAdvance(by, b)),
+        1 => Just(Op::ShrinkToFit),
     ]
 }
 
@@ -621,6 +625,7 @@ fn run_model_staging(size: usize, tick: u64, ops: Vec<Op>, staging: bool) {
                     }
                 }
             }
+            Op::ShrinkToFit => wheel.shrink_to_fit(),
             _ => {}
         }
         if let Some(head) = wheel.take_new_head() {
@@ -709,6 +714,23 @@ fn model_regression_survivor_bucket_after_an_empty_wheel() {
             pattern: 2,
             seed: 6522285709972068096,
         },
+    ];
+    run_model(4, 1, ops);
+}
+
+/// The case the proptest shrank a panic to: a pass cut short by its budget in the middle of
+/// a level-1 bucket, every entry removed, then `shrink_to_fit` released the level of the
+/// bucket the wheel was still flushing, and the next pass indexed a level that was gone.
+#[test]
+fn model_regression_shrink_to_fit_in_the_middle_of_a_flush() {
+    let ops = vec![
+        Op::Insert(4096),
+        Op::Insert(0),
+        Op::Insert(2208),
+        Op::PartialAdvance(2208, 6),
+        Op::RemoveAll,
+        Op::ShrinkToFit,
+        Op::Advance(0),
     ];
     run_model(4, 1, ops);
 }
