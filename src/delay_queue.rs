@@ -38,8 +38,9 @@
 //!   may be): never at a bucket boundary of the queue's wheel, nor at the old deadline of an
 //!   item reset later, once the queue has been polled since;
 //! - handing out an item allocates nothing (tokio-util boxes a new `Sleep` at each pass);
-//! - inserting an earlier item, resetting one, [`clear`](DelayQueue::clear) and removing the
-//!   last item wake the task waiting on the queue;
+//! - inserting an item due before the one the waiting task waits for, resetting one to such
+//!   a deadline, [`clear`](DelayQueue::clear) and removing the last item wake the task waiting
+//!   on the queue (a reset to a later deadline wakes nothing);
 //! - [`peek`](DelayQueue::peek) names the item that comes out next;
 //! - [`DelayQueue::new`] and every method but [`poll_expired`](DelayQueue::poll_expired) work
 //!   outside a runtime: the default timer is looked up the first time a poll has to wait.
