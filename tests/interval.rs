@@ -744,6 +744,43 @@ async fn long_periods_allocate_nothing_per_tick() {
     }
 }
 
+/// The same when the timer was shut down before its runtime: the interval then waits on its
+/// runtime's Tokio timer, and must still move to the current runtime once that one is gone
+/// (the timer's shutdown had ended the task that tells it of its runtime's, and Tokio
+/// panicked: "A Tokio 1.x context was found, but it is being shutdown").
+#[test]
+fn an_interval_of_a_timer_shut_down_before_its_runtime_moves_on_when_the_runtime_goes() {
+    let first = paused_runtime();
+    let timer = first.block_on(async { Timer::builder().build().unwrap() });
+    let mut i = first.block_on(async {
+        let mut i = timer.interval(ms(10));
+        i.tick().await;
+        timer.shutdown();
+        i.tick().await; // on the runtime's Tokio timer from now on
+        i
+    });
+    drop(first);
+    let second = paused_runtime();
+    second.block_on(async {
+        i.set_missed_tick_behavior(tokio_timing_wheel::MissedTickBehavior::Delay);
+        i.tick().await;
+        let start = Instant::now();
+        for _ in 0..3 {
+            i.tick().await;
+        }
+        assert_eq!(start.elapsed(), ms(30), "ticks neither spin nor stop");
+    });
+    // A new interval of the shut-down timer, made once its runtime is gone, ticks too (its
+    // schedule starts on the gone runtime's paused clock, so only that it ticks is checked).
+    let third = paused_runtime();
+    third.block_on(async {
+        let mut j = timer.interval(ms(10));
+        for _ in 0..3 {
+            j.tick().await;
+        }
+    });
+}
+
 /// The interval's runtime shuts down (and its default timer with it): polled on another
 /// runtime, the interval goes on there, on that runtime's Tokio timer, keeping its period;
 /// outside any runtime it panics with a message saying so.

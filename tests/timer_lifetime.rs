@@ -110,7 +110,16 @@ async fn shutdown_resolves_everything_pending() {
     settle().await;
     assert!(!ran.load(SeqCst), "a shut-down delayed task never runs");
     assert!(!ran2.load(SeqCst));
-    assert_eq!(alive_tasks(), base, "the sentinel task ended");
+    // The sentinel task waits on while the timer lives, to learn of the runtime's shutdown
+    // (an interval of the timer waits on the runtime's Tokio timer now), and ends with it.
+    assert_eq!(alive_tasks(), base + 1, "the sentinel task waits on");
+    drop((timer, s, unpolled));
+    settle().await;
+    assert_eq!(
+        alive_tasks(),
+        base,
+        "the sentinel task ended with the timer"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ use self::shard::Shard;
 use crate::clock::{self, Clock};
 use crate::error::TimerError;
 use crate::lateness::{LatenessCounters, PassLateness};
-use crate::loom::{lock, lock_std, AtomicBool, AtomicU64, AtomicUsize, Mutex};
+use crate::loom::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 
 /// The shared state of one timer: its clock, the alarm, the arming protocol, the shutdown
 /// flag, the `max_pending` accounting, and (weakly) its shards.
@@ -95,7 +95,9 @@ pub(crate) struct Driver {
     clocks_can_pause: bool,
     /// Firing passes, for [`TimerMetrics`](crate::TimerMetrics).
     passes: std::sync::atomic::AtomicU64,
-    /// Dropped with the driver, or at shutdown: lets the sentinel task end.
+    /// Dropped with the driver: lets the sentinel task end. Kept through a shutdown of the
+    /// timer, so that the timer still learns of its runtime's: what falls back on Tokio's
+    /// timer (see `fallback`) must then move to another runtime's.
     sentinel: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
     /// The runner's batch of wakers to wake, kept between passes so a pass allocates nothing.
     batch: Mutex<Vec<Waker>>,
@@ -404,7 +406,9 @@ impl Driver {
 
     /// Shuts the timer down: refuses new registrations, disarms the alarm, then removes every
     /// pending entry and wakes it (sleeps and timeouts resolve; delayed tasks resolve with the
-    /// shutdown error), and lets the sentinel task end. Idempotent.
+    /// shutdown error). Idempotent. The sentinel task waits on: an `Interval` or `DelayQueue`
+    /// of the timer goes on with Tokio's timer on the timer's runtime, and must hear when
+    /// that runtime shuts down too.
     pub(crate) fn shutdown(&self) {
         let now = self.clock.now_to_units(self.now());
         self.shutdown_at.fetch_min(now, SeqCst);
@@ -420,7 +424,6 @@ impl Driver {
             self.release(wakers.len());
             wake_all(&mut wakers);
         }
-        drop(lock_std(&self.sentinel).take());
         tracing::debug!(drained, "timer shut down");
     }
 

@@ -26,7 +26,8 @@ pub(super) fn spawn(driver: &Arc<Driver>) {
     }));
 }
 
-/// Pending until the driver goes (or shuts down) and drops the sender.
+/// Pending until the driver goes and drops the sender (a shutdown of the timer keeps it: the
+/// timer must still learn of its runtime's shutdown, see `fallback`).
 struct Sentinel {
     driver: Weak<Driver>,
     ended: oneshot::Receiver<()>,

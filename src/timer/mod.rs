@@ -189,8 +189,14 @@ impl Timer {
     /// an [`Elapsed`](crate::Elapsed) error whose [`is_shutdown`](crate::Elapsed::is_shutdown)
     /// is true, every pending delayed task resolves with a
     /// [shutdown error](crate::DelayedError::is_shutdown) without running, and the timer's
-    /// Tokio sleep and task go. Futures created afterwards resolve the same way at once; `try_*`
-    /// methods return [`TimerError::Shutdown`](crate::TimerError::Shutdown). Calling it again does nothing.
+    /// Tokio sleep goes. Futures created afterwards resolve the same way at once; `try_*`
+    /// methods return [`TimerError::Shutdown`](crate::TimerError::Shutdown). Calling it again
+    /// does nothing.
+    ///
+    /// An [`Interval`](crate::Interval) of the timer goes on with Tokio's timer, on the
+    /// timer's runtime while that lives and then on the runtime where it is polled: for this
+    /// the timer keeps the one idle task it holds on its runtime (it never wakes) until the
+    /// timer's last handle and future are gone.
     ///
     /// A sleep or timeout whose deadline had already passed when the timer shut down counts
     /// as elapsed, not as shut down ([`Sleep::is_shutdown`](crate::Sleep::is_shutdown) is
