@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use super::entry::WakerId;
-use super::{wake_all, Driver, FireReport, BATCH};
+use super::{panicked, wake_all, Driver, FireReport, BATCH};
 use crate::error::TimerError;
 use crate::loom::{lock, try_lock, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
@@ -574,6 +574,23 @@ impl Swept {
         match self.few.iter_mut().find(|w| w.is_none()) {
             Some(slot) => *slot = Some(waker),
             None => self.more.push(waker),
+        }
+    }
+}
+
+impl Drop for Swept {
+    /// Drops each waker inside a catch: a waker's drop is user code, and a pass that sweeps
+    /// runs inside Tokio's time driver, where a panic must not unwind (as with a wake, see
+    /// `wake_all`).
+    fn drop(&mut self) {
+        let wakers = self.few.iter_mut().filter_map(Option::take);
+        for waker in wakers.chain(self.more.drain(..)) {
+            if panicked(move || drop(waker)) {
+                tracing::error!(
+                    "a waker panicked when the timer dropped it (its timer was cancelled); \
+                     the timer carries on"
+                );
+            }
         }
     }
 }

@@ -431,3 +431,51 @@ fn a_waker_whose_panic_payload_panics_on_drop_is_contained() {
         });
     });
 }
+
+/// A waker whose drop panics, armed when the test says so.
+struct PanicsOnDrop(Arc<AtomicBool>);
+
+impl Wake for PanicsOnDrop {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        if self.0.swap(false, SeqCst) {
+            panic!("this waker panics when dropped (on purpose)");
+        }
+    }
+}
+
+/// A sleep dropped on another thread of a busy timer hands its cancel to its shard, whose
+/// next pass removes the entry and drops the waker it held: a waker whose drop panics is
+/// contained there as a panicking wake is, rather than unwinding through Tokio's time driver
+/// (which took `block_on` down), and the timer fires on afterwards.
+#[test]
+fn a_waker_that_panics_when_dropped_by_a_pass_is_contained() {
+    quiet_intended_panics();
+    with_watchdog(Duration::from_secs(60), || {
+        let rt = paused_runtime();
+        let armed = Arc::new(AtomicBool::new(false));
+        let timer = rt.block_on(async { Timer::builder().shards(64).build().unwrap() });
+        rt.block_on(async {
+            let waker = Waker::from(Arc::new(PanicsOnDrop(armed.clone())));
+            let mut sleep = timer.sleep(ms(5));
+            assert!(poll_with(&mut sleep, &waker).is_pending());
+            drop(waker); // the wheel's entry holds the last clone
+                         // Dropped on another thread, with a pass due within 10 ms: handed over.
+            std::thread::spawn(move || drop(sleep)).join().unwrap();
+            assert_eq!(timer.pending(), 0, "handed over: out of pending() at once");
+            armed.store(true, SeqCst);
+            tokio::time::sleep(ms(20)).await; // the pass sweeps the hand-over
+            settle().await;
+        });
+        assert!(!armed.load(SeqCst), "the pass dropped the waker");
+        rt.block_on(async {
+            let start = Instant::now();
+            timer.sleep(ms(10)).await;
+            assert!(start.elapsed() >= ms(10));
+            assert!(!timer.is_shutdown());
+        });
+    });
+}
