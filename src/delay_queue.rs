@@ -36,7 +36,8 @@
 //!   moves on the next poll;
 //! - the waiting task is woken only when an item is due (or the queue changes so that one
 //!   may be): never at a bucket boundary of the queue's wheel, nor at the old deadline of an
-//!   item reset later, once the queue has been polled since;
+//!   item reset later, once the queue has been polled since (removing the item it waits for
+//!   leaves that one wake in place, as tokio-util's does);
 //! - handing out an item allocates nothing (tokio-util boxes a new `Sleep` at each pass);
 //! - inserting an item due before the one the waiting task waits for, resetting one to such
 //!   a deadline, [`clear`](DelayQueue::clear) and removing the last item wake the task waiting
@@ -54,7 +55,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
-use crate::clock::{deadline_after, Clock};
+use crate::clock::{clocks_can_pause, deadline_after, QueueClock};
 use crate::fallback::TokioSleep;
 use crate::sleep::Sleep;
 use crate::timer::Timer;
@@ -79,8 +80,9 @@ const WHEEL_SIZE: usize = 64;
 /// Values come out in deadline order, never before their deadline. A value whose deadline
 /// had already passed when it was inserted or reset is ready at once; every value whose
 /// deadline has passed counts as due alike, so due values come out in deadline order too
-/// (items reset to 3, 7 and 1 ms ago come out 1, 3, 7), ties in any order. When the queue is empty, the stream
-/// yields `None` (and may yield values again after more inserts).
+/// (items reset to 3, 7 and 1 ms ago come out the one of 7 ms ago first, then 3, then 1), ties
+/// in any order. When the queue is empty, the stream yields `None` (and may yield values again
+/// after more inserts).
 ///
 /// # Panics
 ///
@@ -92,7 +94,9 @@ const WHEEL_SIZE: usize = 64;
 /// runtime's while it lives; once that runtime has shut down, the Tokio timer of the runtime
 /// current where the queue is polled (so polling it outside any runtime then panics, as
 /// above). A queue made by [`new`](DelayQueue::new) whose runtime has gone keeps items and
-/// keys and goes on that way on another runtime.
+/// keys and goes on that way on another runtime. (With Tokio's `test-util`, where each paused
+/// runtime keeps a clock of its own, a queue read by a clock behind one it read before waits
+/// by the clock it is polled by: no item comes out before its deadline on that clock.)
 ///
 /// # Examples
 ///
@@ -115,8 +119,8 @@ const WHEEL_SIZE: usize = 64;
 /// ```
 pub struct DelayQueue<T> {
     wheel: Wheel<Slot<T>>,
-    /// Converts instants to the wheel's time (nanoseconds); starts at the first insert.
-    clock: Option<Clock>,
+    /// Converts instants to the wheel's time (nanoseconds); started by the first insert.
+    clock: Option<QueueClock>,
     /// The wheel time of the latest clock reading: what is due at it is handed out without
     /// reading the clock again.
     seen: u64,
@@ -365,9 +369,8 @@ impl<T> DelayQueue<T> {
         if self.wheel.is_empty() {
             // Start the wheel's time at now, so the item is filed in the lowest level it can
             // be (the wheel's time otherwise stays where the last poll left it).
-            let now = self.clock().now_to_units(now);
-            self.seen = self.seen.max(now);
-            self.wheel.poll(self.seen);
+            self.observe(now);
+            let _none = self.wheel.poll(self.seen);
         }
         self.insert_at(value, deadline_after(now, timeout))
     }
@@ -402,6 +405,7 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn insert_at(&mut self, value: T, deadline: Instant) -> Key {
+        self.observe_if_clocks_can_pause();
         let units = self.clock().deadline_to_units(deadline);
         let key = match self.wheel.insert(units, Slot { value, deadline }) {
             Ok(key) => key,
@@ -538,6 +542,7 @@ impl<T> DelayQueue<T> {
             panic!("tokio-timing-wheel: DelayQueue::reset: {key:?} names no item in this queue (removed or expired already)");
         };
         slot.deadline = deadline;
+        self.observe_if_clocks_can_pause();
         let units = self.started_clock().deadline_to_units(deadline);
         self.wheel.reschedule(inner, units);
         self.wake_if_before(units);
@@ -802,6 +807,8 @@ impl<T> DelayQueue<T> {
         if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             self.waker = Some(cx.waker().clone());
         }
+        // Set once the alarm has gone off in this poll.
+        let mut went_off = false;
         loop {
             if let Some(item) = self.take_due() {
                 return Poll::Ready(Some(item));
@@ -810,12 +817,18 @@ impl<T> DelayQueue<T> {
                 self.disarm();
                 return Poll::Ready(None);
             }
-            let now = self.started_clock().now_to_units(Instant::now());
-            if now > self.seen {
-                self.seen = now;
+            let before = self.seen;
+            if self.observe(Instant::now()) > before {
                 if let Some(item) = self.take_due() {
                     return Poll::Ready(Some(item));
                 }
+            } else if went_off {
+                // The alarm went off and the clock has not moved past what the queue saw:
+                // possible only where runtimes keep paused clocks of their own (Tokio's
+                // `test-util`), with the alarm's timer on another runtime than the current
+                // one, whose clock this queue reads. Wait by that clock from now on, on the
+                // current runtime's Tokio timer, rather than spin.
+                self.wait_here();
             }
             // Nothing is due: wait for the first item's exact deadline, not the start of its
             // bucket (the alarm wakes the task, so it must go off only when an item is due;
@@ -828,7 +841,7 @@ impl<T> DelayQueue<T> {
                 .next_deadline()
                 .expect("a non-empty queue waits for an item");
             if head == u64::MAX {
-                // Only items beyond the clock's horizon (about 584 years from the first
+                // Only items beyond the clock's horizon (about 575 years from the first
                 // insert) are left: they never come out. Wait for a change to the queue.
                 self.disarm();
                 return Poll::Pending;
@@ -838,7 +851,19 @@ impl<T> DelayQueue<T> {
                 self.armed = head;
                 return Poll::Pending;
             }
+            went_off = true;
         }
+    }
+
+    /// Moves the alarm onto the current runtime's Tokio timer (see `poll_expired_inner`).
+    fn wait_here(&mut self) {
+        let shard = match &self.alarm {
+            HeadSleep::Default => return,
+            HeadSleep::Wheel(sleep) => sleep.shard().clone(),
+            HeadSleep::Tokio(sleep) => sleep.shard().clone(),
+        };
+        // Its deadline is set by the next poll (`poll_until`).
+        self.alarm = HeadSleep::Tokio(TokioSleep::here(Instant::now(), &shard));
     }
 
     /// Hands out an item due at `self.seen`, if any.
@@ -909,13 +934,38 @@ impl<T> DelayQueue<T> {
         }
     }
 
-    /// The clock, started now if this is the first use.
-    fn clock(&mut self) -> &Clock {
-        self.clock.get_or_insert_with(|| Clock::new(TICK))
+    /// The clock, started now if this is the first use (the wheel's time then moves to the
+    /// first reading, so the first items are filed in the lowest level they can be).
+    fn clock(&mut self) -> &mut QueueClock {
+        if self.clock.is_none() {
+            let mut clock = QueueClock::new(TICK);
+            self.seen = clock.read(Instant::now(), 0);
+            let _none = self.wheel.poll(self.seen);
+            self.clock = Some(clock);
+        }
+        self.clock.get_or_insert_with(|| QueueClock::new(TICK))
+    }
+
+    /// Reads the clock (`now`): the queue's time moves on to it, never back (see
+    /// [`QueueClock::read`]). Returns the reading.
+    fn observe(&mut self, now: Instant) -> u64 {
+        let seen = self.seen;
+        self.seen = self.clock().read(now, seen);
+        self.seen
+    }
+
+    /// Reads the clock before an instant the caller gives is converted, where runtimes may
+    /// keep paused clocks of their own (Tokio's `test-util`): that instant may be on another
+    /// clock than the queue's last reading, and one behind it must shift (see [`QueueClock`]).
+    /// A build without `test-util` has one clock, and spares the read.
+    fn observe_if_clocks_can_pause(&mut self) {
+        if clocks_can_pause() {
+            self.observe(Instant::now());
+        }
     }
 
     /// The clock, which the first insert started.
-    fn started_clock(&self) -> &Clock {
+    fn started_clock(&self) -> &QueueClock {
         self.clock
             .as_ref()
             .expect("an item was inserted, which started the clock")

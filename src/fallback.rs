@@ -47,6 +47,30 @@ impl TokioSleep {
         }
     }
 
+    /// A sleep until `deadline` on the current runtime's Tokio timer, whatever the state of
+    /// `shard`'s timer: for an owner that reads the current runtime's clock and must wait by
+    /// that clock (see `DelayQueue`'s poll).
+    ///
+    /// # Panics
+    ///
+    /// If no runtime with a time driver is current.
+    #[track_caller]
+    pub(crate) fn here(deadline: Instant, shard: &Arc<Shard>) -> TokioSleep {
+        let handle = current_or_panic();
+        let elsewhere = Some(handle.id());
+        let _guard = handle.enter();
+        TokioSleep {
+            sleep: Box::pin(tokio::time::sleep_until(deadline)),
+            shard: shard.clone(),
+            elsewhere,
+        }
+    }
+
+    /// A shard of the timer this sleep stands in for.
+    pub(crate) fn shard(&self) -> &Arc<Shard> {
+        &self.shard
+    }
+
     /// Waits for `deadline` (re-arming if it changed); `Ready` once it has passed. If the
     /// timer's runtime shut down since the sleep was made there, or the sleep is on another
     /// runtime than the current one, it moves to the current one.
@@ -75,12 +99,7 @@ fn make(
     shard: &Shard,
 ) -> (Pin<Box<tokio::time::Sleep>>, Option<tokio::runtime::Id>) {
     let (handle, elsewhere) = if shard.runtime_gone() {
-        let handle = Handle::try_current().unwrap_or_else(|_| {
-            panic!(
-                "tokio-timing-wheel: the timer's runtime has shut down, and no Tokio runtime is \
-                 current to stand in for it: poll this Interval or DelayQueue within a runtime"
-            )
-        });
+        let handle = current_or_panic();
         let id = handle.id();
         (handle, Some(id))
     } else {
@@ -88,4 +107,15 @@ fn make(
     };
     let _guard = handle.enter();
     (Box::pin(tokio::time::sleep_until(deadline)), elsewhere)
+}
+
+/// The current runtime, to stand in for the timer's.
+#[track_caller]
+fn current_or_panic() -> Handle {
+    Handle::try_current().unwrap_or_else(|_| {
+        panic!(
+            "tokio-timing-wheel: the timer's runtime has shut down, and no Tokio runtime is \
+             current to stand in for it: poll this Interval or DelayQueue within a runtime"
+        )
+    })
 }

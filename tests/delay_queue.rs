@@ -46,6 +46,15 @@ fn queue<T>() -> Queue<T> {
 }
 
 /// Takes out every item due now (never waiting), in the order they come.
+/// Takes out the one item due now (panics if none is).
+fn drain_one<T>(q: &mut DelayQueue<T>) -> T {
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    match q.poll_expired(&mut cx) {
+        Poll::Ready(Some(e)) => e.into_inner(),
+        _ => panic!("nothing due"),
+    }
+}
+
 fn drain<T>(queue: &mut DelayQueue<T>) -> Vec<Expired<T>> {
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     let mut out = Vec::new();
@@ -970,6 +979,86 @@ async fn every_past_deadline_counts_as_due_and_comes_out_in_deadline_order() {
     }
     let out: Vec<u32> = drain(&mut q).into_iter().map(Expired::into_inner).collect();
     assert_eq!(out, [25, 15, 3, 1]);
+}
+
+/// Deadlines already past when the queue first reads the clock keep their order too (the
+/// queue's clock started at its first insert, and every instant before that read as that
+/// start: they tied, and `peek` named whichever came first).
+#[tokio::test(start_paused = true)]
+async fn deadlines_past_before_the_first_insert_come_out_in_deadline_order() {
+    time::advance(ms(100)).await;
+    let now = Instant::now();
+    let mut q = queue();
+    q.insert_at("1 ms ago", now - ms(1));
+    q.insert_at("7 ms ago", now - ms(7));
+    q.insert_at("3 ms ago", now - ms(3));
+    let head = q.peek().expect("items are due");
+    assert_eq!(q.deadline(&head), now - ms(7), "peek names the earliest");
+    let out: Vec<&str> = drain(&mut q).into_iter().map(Expired::into_inner).collect();
+    assert_eq!(out, ["7 ms ago", "3 ms ago", "1 ms ago"]);
+}
+
+/// An item whose deadline is exactly its bucket's start, left due when a poll took out the
+/// one before it, must not overtake an earlier deadline inserted since (due items waited on a
+/// first-come list there, served before the deadline-ordered ones).
+#[tokio::test(start_paused = true)]
+async fn an_item_left_due_does_not_overtake_an_earlier_deadline_inserted_since() {
+    let tick = Duration::from_nanos(1 << 20); // the queue's wheel tick
+    let start = Instant::now();
+    let mut q = queue();
+    q.insert_at("a", start + tick * 8);
+    q.insert_at("b", start + tick * 8);
+    time::advance(tick * 8).await;
+    let first = drain_one(&mut q);
+    assert_eq!(first, "a");
+    q.insert_at("c", Instant::now() - ms(1)); // due before b
+    let out: Vec<&str> = drain(&mut q).into_iter().map(Expired::into_inner).collect();
+    assert_eq!(out, ["c", "b"], "deadline order");
+}
+
+/// With Tokio's `test-util` each paused runtime keeps its own clock: a queue polled on a
+/// second one, whose clock reads behind what the queue saw on the first, and a queue filled
+/// outside any runtime (the real clock) then polled on a paused one, hand nothing out before
+/// its deadline on the clock they are polled by.
+#[test]
+fn a_queue_read_by_a_clock_behind_its_last_reading_never_hands_out_early() {
+    let first = paused_runtime();
+    let mut q = queue();
+    first.block_on(async {
+        q.insert("an hour", Duration::from_secs(3600));
+        assert_eq!(q.next().await.unwrap().into_inner(), "an hour");
+    });
+    drop(first);
+    let second = paused_runtime();
+    second.block_on(async {
+        let key = q.insert("soon", ms(20));
+        let deadline = q.deadline(&key);
+        assert_eq!(q.next().await.unwrap().into_inner(), "soon");
+        assert!(
+            Instant::now() >= deadline,
+            "{:?} early",
+            deadline - Instant::now()
+        );
+        let later = Instant::now();
+        q.insert("later", ms(5));
+        q.next().await.unwrap();
+        assert_eq!(later.elapsed(), ms(5), "and on time");
+    });
+
+    let rt = paused_runtime();
+    std::thread::sleep(ms(50)); // the real clock moves on, the paused one does not
+    let mut q = queue();
+    q.insert("outside", Duration::from_secs(3600)); // outside a runtime: the real clock
+    rt.block_on(async {
+        let key = q.insert("inside", ms(20));
+        let deadline = q.deadline(&key);
+        assert_eq!(q.next().await.unwrap().into_inner(), "inside");
+        assert!(
+            Instant::now() >= deadline,
+            "{:?} early",
+            deadline - Instant::now()
+        );
+    });
 }
 
 /// After an idle spell the timer's wheel time is that of its last pass, so the queue's

@@ -70,10 +70,13 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
                 .list
                 .unlink(&mut self.entries, idx);
             self.levels[level].len -= 1;
-            if self.entries[idx as usize].deadline <= self.now {
+            let due = self.entries[idx as usize].deadline <= self.now;
+            if due && !self.ordered_due {
                 self.due.push_back(&mut self.entries, idx, DUE);
             } else {
-                self.stats.cascades += 1;
+                // With `ordered_due`, a due entry joins the imminent queues, which hand
+                // every past deadline out in deadline order (the due list is first come).
+                self.stats.cascades += u64::from(!due);
                 self.link(idx);
             }
         }

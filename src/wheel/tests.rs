@@ -449,6 +449,11 @@ enum Op {
     PartialAdvance(u64, usize),
     /// Gives back spare memory (`Timer::shrink_to_fit`), possibly in the middle of a flush.
     ShrinkToFit,
+    /// Inserts an entry due this long before the wheel's time (only for a wheel that orders
+    /// due entries: another hands them out in the order they came).
+    InsertPast(u64),
+    /// Moves an entry to this long before the wheel's time (likewise).
+    ReschedulePast(usize, u64),
     /// Inserts `n` entries at `delta` from now plus an offset of the given pattern
     /// ([`burst_offset`]): a crowd of entries in one tick, or a few.
     Burst {
@@ -523,15 +528,42 @@ fn crowd_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// [`op`], plus deadlines already past, for a wheel that orders due entries.
+fn ordered_op() -> impl Strategy<Value = Op> {
+    let ago = prop_oneof![0u64..70, 0u64..5_000];
+    prop_oneof![
+        6 => op(),
+        1 => ago.clone().prop_map(Op::InsertPast),
+        1 => (any::<usize>(), ago).prop_map(|(i, a)| Op::ReschedulePast(i, a)),
+    ]
+}
+
 fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
-    run_model_staging(size, tick, ops, false);
+    run_model_on(size, tick, ops, Mode::Plain);
 }
 
 /// [`run_model`] on a wheel that stages recent entries (as a timer's shards do) or not.
 fn run_model_staging(size: usize, tick: u64, ops: Vec<Op>, staging: bool) {
+    let mode = if staging { Mode::Staging } else { Mode::Plain };
+    run_model_on(size, tick, ops, mode);
+}
+
+/// How the modelled wheel is set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Plain,
+    /// Stages recent entries, as a timer's shards do.
+    Staging,
+    /// Hands entries due at once out in deadline order, as a `DelayQueue`'s wheel does.
+    OrderedDue,
+}
+
+fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
     let mut wheel: Wheel<u64, Copied> = Wheel::persistent(size, tick);
-    if staging {
-        wheel.stage_recent();
+    match mode {
+        Mode::Plain => {}
+        Mode::Staging => wheel.stage_recent(),
+        Mode::OrderedDue => wheel.order_due(),
     }
     let mut model = Naive::default();
     let mut keys: Vec<(Key, u64)> = Vec::new();
@@ -626,6 +658,20 @@ fn run_model_staging(size: usize, tick: u64, ops: Vec<Op>, staging: bool) {
                 }
             }
             Op::ShrinkToFit => wheel.shrink_to_fit(),
+            Op::InsertPast(ago) if mode == Mode::OrderedDue => {
+                let deadline = wheel.now().saturating_sub(ago);
+                let key = wheel.insert(deadline, id).unwrap();
+                model.insert(id, deadline);
+                keys.push((key, id));
+            }
+            Op::ReschedulePast(i, ago) if mode == Mode::OrderedDue && !keys.is_empty() => {
+                let (key, id) = keys[i % keys.len()];
+                let deadline = wheel.now().saturating_sub(ago);
+                assert_eq!(
+                    wheel.reschedule(key, deadline),
+                    model.reschedule(id, deadline)
+                );
+            }
             _ => {}
         }
         if let Some(head) = wheel.take_new_head() {
@@ -635,7 +681,8 @@ fn run_model_staging(size: usize, tick: u64, ops: Vec<Op>, staging: bool) {
         assert_eq!(wheel.promise, armed, "the promised wake");
         // Read without `next_expiration`, which prunes the heap: the driver asks only after a
         // pass, so a check that asked after every operation would tidy up what it checks.
-        if let Some(next) = exact_next_expiration(&wheel) {
+        // (An entry filed already past, on a wheel that orders due entries, is due now.)
+        if let Some(next) = exact_next_expiration(&wheel).map(|n| n.max(wheel.now())) {
             assert!(
                 armed <= next,
                 "a driver armed for {armed} would miss {next}"
@@ -798,6 +845,24 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..300),
     ) {
         run_model_staging(4, tick, ops, true);
+    }
+
+    /// The models on a wheel that hands entries due at once out in deadline order (a
+    /// `DelayQueue`'s), crowded ticks included.
+    #[test]
+    fn matches_naive_model_ordered_due(
+        tick in prop_oneof![Just(1u64), Just(7), Just(1 << 10), 2u64..5000],
+        ops in proptest::collection::vec(ordered_op(), 1..300),
+    ) {
+        run_model_on(64, tick, ops, Mode::OrderedDue);
+    }
+
+    #[test]
+    fn matches_naive_model_ordered_due_crowded_ticks(
+        tick in prop_oneof![Just(1u64), Just(1 << 10), 2u64..5000],
+        ops in proptest::collection::vec(crowd_op(), 1..16),
+    ) {
+        run_model_on(4, tick, ops, Mode::OrderedDue);
     }
 
     #[test]
