@@ -178,3 +178,17 @@ async fn stalled_response_body_times_out() {
     assert!(started.elapsed() >= ms(50), "{:?}", started.elapsed());
     server.abort();
 }
+
+/// A body timeout of `Duration::MAX` means no limit (as tower-http's): the body waits, its
+/// deadline saturates instead of overflowing.
+#[tokio::test(start_paused = true)]
+async fn a_body_timeout_of_duration_max_waits_for_ever() {
+    let (_tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(1);
+    let mut body = std::pin::pin!(TimeoutBody::new(Duration::MAX, body));
+    // A year later (paused time), still waiting for its first frame.
+    let waited = tokio::time::timeout(Duration::from_secs(86_400 * 365), body.frame()).await;
+    assert!(
+        waited.is_err(),
+        "a body with no frame must still be waiting"
+    );
+}

@@ -480,6 +480,37 @@ async fn shutdown_timeout_cuts_the_rest() {
     until_closed(&mut tcp).await;
 }
 
+/// Limits of `Duration::MAX` mean "never": no deadline overflows. The request is answered,
+/// the idle connection stays open, and the shutdown drains it.
+#[tokio::test]
+async fn limits_of_duration_max_never_expire() {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let s = server()
+        .await
+        .header_read_timeout(Duration::MAX)
+        .keep_alive_timeout(Duration::MAX)
+        .max_connection_age(Duration::MAX)
+        .with_graceful_shutdown(async move {
+            let _ = stopped.await;
+        })
+        .shutdown_timeout(Duration::MAX);
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let res = read_response(&mut tcp).await;
+    assert!(res.starts_with("HTTP/1.1 200"), "{res}");
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the server did not resolve")
+        .unwrap()
+        .unwrap();
+    until_closed(&mut tcp).await;
+    assert_eq!(metrics.closed(CloseReason::Shutdown), 1, "{metrics:?}");
+}
+
 #[tokio::test]
 #[should_panic(expected = "non-zero")]
 async fn a_zero_limit_is_rejected() {

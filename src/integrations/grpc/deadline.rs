@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::clock::deadline_after;
+
 tokio::task_local! {
     static CURRENT: Deadline;
 }
@@ -51,12 +53,7 @@ impl Deadline {
     ///
     /// See [`Deadline`].
     pub fn after(timeout: Duration) -> Deadline {
-        let now = Instant::now();
-        const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
-        Deadline(
-            now.checked_add(timeout)
-                .unwrap_or_else(|| now + FAR.min(timeout)),
-        )
+        Deadline(deadline_after(Instant::now(), timeout))
     }
 
     /// The instant.

@@ -14,6 +14,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
+use crate::clock::deadline_after;
 use crate::integrations::timer_ref::TimerRef;
 use crate::{Sleep, Timer};
 
@@ -93,7 +94,8 @@ pin_project! {
 impl<B> TimeoutBody<B> {
     /// Wraps `body` with a `timeout` between frames.
     ///
-    /// A zero `timeout` fails the body the first time it has to wait for a frame.
+    /// A zero `timeout` fails the body the first time it has to wait for a frame; one too large
+    /// for a deadline (`Duration::MAX`) means no limit.
     ///
     /// # Examples
     ///
@@ -152,15 +154,17 @@ where
         let sleep = match me.sleep {
             Some(sleep) => {
                 if *me.moved {
-                    Pin::new(&mut *sleep).reset(Instant::now() + *me.timeout);
+                    Pin::new(&mut *sleep).reset(deadline_after(Instant::now(), *me.timeout));
                 }
                 sleep
             }
             None => {
                 #[cfg(test)]
                 TIMERS_CREATED.with(|n| n.set(n.get() + 1));
-                me.sleep
-                    .insert(me.timer.sleep_until(Instant::now() + *me.timeout))
+                me.sleep.insert(
+                    me.timer
+                        .sleep_until(deadline_after(Instant::now(), *me.timeout)),
+                )
             }
         };
         *me.moved = false;

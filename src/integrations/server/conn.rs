@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::metrics::{CloseReason, ServeMetrics};
+use crate::clock::deadline_after;
 use crate::{IdleTimeout, Sleep, Timer};
 
 type BoxError = Box<dyn StdError + Send + Sync>;
@@ -178,7 +179,7 @@ fn next_due(
         }
     };
     let head = match (st.h2, limits.header_read, st.head_since) {
-        (false, Some(limit), Some(since)) => Some(since + limit),
+        (false, Some(limit), Some(since)) => Some(deadline_after(since, limit)),
         _ => None,
     };
     if let Some(at) = head {
@@ -189,10 +190,10 @@ fn next_due(
         limits.keep_alive,
         st.idle_since,
     ) {
-        consider(since + limit, Due::KeepAlive);
+        consider(deadline_after(since, limit), Due::KeepAlive);
     }
     if let Some(age) = limits.max_age {
-        consider(accepted + age, Due::MaxAge);
+        consider(deadline_after(accepted, age), Due::MaxAge);
     }
     best
 }
@@ -375,7 +376,7 @@ where
                             };
                             drain = Drain {
                                 cause: Some(cause),
-                                cut_at: ctx.limits.shutdown_timeout.map(|d| now + d),
+                                cut_at: ctx.limits.shutdown_timeout.map(|d| deadline_after(now, d)),
                             };
                             conn.as_mut().graceful_shutdown();
                         }

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use super::conn::{self, ConnCtx, Limits, Phase, CUT, DRAINING};
 use super::metrics::ServeMetrics;
+use crate::clock::deadline_after;
 use crate::hyper::HyperTimer;
 use crate::Timer;
 
@@ -92,7 +93,8 @@ where
 /// # Zero durations
 ///
 /// Every limit takes a non-zero [`Duration`]; a zero one panics (a zero limit would close
-/// every connection at once). Leave a limit unset to have none.
+/// every connection at once). Leave a limit unset to have none; one too large for a deadline
+/// (`Duration::MAX`) is taken as never.
 #[must_use = "a server does nothing unless you `.await` it"]
 pub struct Serve<S> {
     listener: TcpListener,
@@ -458,9 +460,10 @@ impl<S> Serve<S> {
         );
         ctx.phase.set(DRAINING);
         if let Some(limit) = limits.shutdown_timeout {
+            let at = deadline_after(signalled, limit);
             let cut = match &timer {
-                Some(t) => t.sleep_until(signalled + limit),
-                None => crate::sleep_wheel_until(signalled + limit),
+                Some(t) => t.sleep_until(at),
+                None => crate::sleep_wheel_until(at),
             };
             let mut cut = std::pin::pin!(cut);
             let mut closed = std::pin::pin!(live.closed());
