@@ -192,3 +192,41 @@ async fn a_body_timeout_of_duration_max_waits_for_ever() {
         "a body with no frame must still be waiting"
     );
 }
+
+/// At the limit the handler's future is dropped, with what it holds (a database connection, a
+/// permit), as the 408 is answered, not when the response future is dropped later.
+#[tokio::test(start_paused = true)]
+async fn the_handlers_future_is_dropped_when_the_408_is_answered() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use tower::Service;
+
+    /// Held by the handler's future: sets its flag when dropped.
+    struct Held(Arc<AtomicBool>);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = dropped.clone();
+    let handler = tower::service_fn(move |_req: Request<()>| {
+        let held = Held(flag.clone());
+        async move {
+            let _held = held;
+            std::future::pending::<()>().await;
+            Ok::<_, Infallible>(Response::new(String::new()))
+        }
+    });
+    let mut svc = tokio_timing_wheel::http::Timeout::new(handler, Duration::from_secs(1));
+    let mut res = std::pin::pin!(svc.call(Request::new(())));
+    let early = tokio::time::timeout(ms(900), res.as_mut()).await;
+    assert!(early.is_err(), "answered before the limit");
+    assert!(!dropped.load(Ordering::SeqCst), "dropped before the limit");
+    let res = res.await.unwrap();
+    assert_eq!(res.status(), StatusCode::REQUEST_TIMEOUT);
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "408 answered, but the handler's future (and what it holds) is still alive"
+    );
+}

@@ -115,8 +115,9 @@ impl<S> Layer<S> for TimeoutLayer {
 }
 
 /// A service whose responses that take longer than a limit are replaced by an empty
-/// `408 Request Timeout` (or another status): tower-http's `Timeout`, on the wheel. The inner
-/// service's future is dropped at the limit.
+/// `408 Request Timeout` (or another status): tower-http's `Timeout`, on the wheel. At the
+/// limit the inner service's future is dropped, with all it holds, as the 408 is answered
+/// (not later, when the response future is dropped).
 ///
 /// # Examples
 ///
@@ -214,7 +215,7 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
         ResponseFuture {
-            inner: self.timer.timeout(self.timeout, self.inner.call(request)),
+            inner: Some(self.timer.timeout(self.timeout, self.inner.call(request))),
             status: self.status,
         }
     }
@@ -224,8 +225,10 @@ pin_project! {
     /// The response future of [`Timeout`].
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct ResponseFuture<F> {
+        // `None` once resolved: at the limit, the inner future (and all it holds) is dropped
+        // then, not when the response future is.
         #[pin]
-        inner: crate::Timeout<F>,
+        inner: Option<crate::Timeout<F>>,
         status: StatusCode,
     }
 }
@@ -233,7 +236,10 @@ pin_project! {
 impl<F> fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
-            .field("deadline", &self.inner.deadline())
+            .field(
+                "deadline",
+                &self.inner.as_ref().map(crate::Timeout::deadline),
+            )
             .field("status", &self.status)
             .finish_non_exhaustive()
     }
@@ -247,8 +253,15 @@ where
     type Output = Result<Response<B>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let me = self.project();
-        Poll::Ready(match ready!(me.inner.poll(cx)) {
+        let mut me = self.project();
+        let inner = me
+            .inner
+            .as_mut()
+            .as_pin_mut()
+            .expect("`ResponseFuture` polled after completion");
+        let result = ready!(inner.poll(cx));
+        me.inner.set(None);
+        Poll::Ready(match result {
             Ok(response) => response,
             // Also when the timer was shut down: the request cannot be timed any more, and
             // answering is better than hanging.
