@@ -333,3 +333,48 @@ async fn the_largest_grpc_timeout_is_honoured() {
     assert!(res.headers().get("grpc-status").is_none(), "{res:?}");
     assert_eq!(res.into_body(), format!("{}", 99_999_999u64 * 3600));
 }
+
+/// When the deadline passes, the handler's future is dropped, with what it holds, as
+/// DEADLINE_EXCEEDED is answered, not when the response future is dropped later.
+#[tokio::test(start_paused = true)]
+async fn the_handlers_future_is_dropped_at_the_deadline() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tower::{Service, ServiceBuilder, ServiceExt};
+
+    /// Held by the handler's future: sets its flag when dropped.
+    struct Held(Arc<AtomicBool>);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = dropped.clone();
+    let mut svc = ServiceBuilder::new()
+        .layer(GrpcTimeoutLayer::new())
+        .service_fn(move |_req: http::Request<()>| {
+            let held = Held(flag.clone());
+            async move {
+                let _held = held;
+                std::future::pending::<()>().await;
+                Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+            }
+        });
+    let req = http::Request::builder()
+        .header("grpc-timeout", "1S")
+        .body(())
+        .unwrap();
+    let mut res = std::pin::pin!(svc.ready().await.unwrap().call(req));
+    let early = tokio::time::timeout(ms(900), res.as_mut()).await;
+    assert!(early.is_err(), "answered before the deadline");
+    assert!(
+        !dropped.load(Ordering::SeqCst),
+        "dropped before the deadline"
+    );
+    let res = res.await.unwrap();
+    assert_eq!(res.headers()["grpc-status"], "4", "{res:?}");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "DEADLINE_EXCEEDED answered, but the handler's future is still alive"
+    );
+}

@@ -195,13 +195,16 @@ pin_project! {
     enum State<F> {
         Plain { #[pin] future: F },
         Timed { #[pin] future: crate::Timeout<TaskLocalFuture<Deadline, F>> },
+        // A timed call has resolved: its future, the handler's, is dropped (at the deadline,
+        // not when the response future is).
+        Done,
     }
 }
 
 impl<F> fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let deadline = match &self.state {
-            State::Plain { .. } => None,
+            State::Plain { .. } | State::Done => None,
             State::Timed { future } => Some(future.deadline()),
         };
         f.debug_struct("ResponseFuture")
@@ -218,13 +221,17 @@ where
     type Output = Result<Response<B>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Plain { future } => future.poll(cx),
-            StateProj::Timed { future } => Poll::Ready(match ready!(future.poll(cx)) {
-                Ok(response) => response,
-                Err(_) => Ok(deadline_exceeded()),
-            }),
-        }
+        let mut state = self.project().state;
+        let timed = match state.as_mut().project() {
+            StateProj::Plain { future } => return future.poll(cx),
+            StateProj::Timed { future } => ready!(future.poll(cx)),
+            StateProj::Done => panic!("`ResponseFuture` polled after completion"),
+        };
+        state.set(State::Done);
+        Poll::Ready(match timed {
+            Ok(response) => response,
+            Err(_) => Ok(deadline_exceeded()),
+        })
     }
 }
 
