@@ -3,14 +3,17 @@
 #![cfg(all(feature = "http", feature = "server"))]
 
 use std::convert::Infallible;
-use std::future::IntoFuture;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
+use http_body::{Body as _, Frame};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -229,4 +232,57 @@ async fn the_handlers_future_is_dropped_when_the_408_is_answered() {
         dropped.load(Ordering::SeqCst),
         "408 answered, but the handler's future (and what it holds) is still alive"
     );
+}
+
+/// A body of one frame that arrives when sent, then ends (`is_end_stream`).
+struct OneFrame(Option<tokio::sync::oneshot::Receiver<Bytes>>);
+
+impl http_body::Body for OneFrame {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let Some(rx) = self.0.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let data = std::task::ready!(Pin::new(rx).poll(cx)).unwrap();
+        self.0 = None;
+        Poll::Ready(Some(Ok(Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+/// A body that has ended leaves no timer behind: the one its last wait placed leaves the wheel
+/// with its last frame, and the task is not woken at that wait's deadline.
+#[tokio::test(start_paused = true)]
+async fn a_finished_body_leaves_no_timer_behind() {
+    use tokio_timing_wheel::Timer;
+
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut body = std::pin::pin!(TimeoutBody::new(
+        Duration::from_secs(30),
+        OneFrame(Some(rx))
+    ));
+    let mut task = tokio_test::task::spawn(());
+    let first = task.enter(|cx, _| body.as_mut().poll_frame(cx));
+    assert!(first.is_pending(), "a frame before it was sent");
+    assert_eq!(Timer::current().pending(), 1, "the wait placed no timer");
+    tx.send(Bytes::from("last")).unwrap();
+    let last = task.enter(|cx, _| body.as_mut().poll_frame(cx));
+    assert!(matches!(last, Poll::Ready(Some(Ok(_)))), "{last:?}");
+    assert!(body.is_end_stream());
+    assert_eq!(
+        Timer::current().pending(),
+        0,
+        "the ended body's timer is still filed"
+    );
+    // Past the deadline of the wait: nothing fires, nobody is woken.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!task.is_woken(), "woken at the ended body's old deadline");
 }

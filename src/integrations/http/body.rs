@@ -61,7 +61,12 @@ pin_project! {
     /// The limit counts from the moment the body is waited on (a poll that finds no frame), so
     /// a consumer that is slow to poll does not fail it. Its one wheel timer is created at the
     /// first wait and moved in place after each frame (one comparison in the wheel), never
-    /// created again.
+    /// created again; it leaves the wheel when the body ends (its last frame, an error, or
+    /// the end of the stream).
+    ///
+    /// Between frames the timer stays filed for the last wait's deadline (moving it later
+    /// costs nothing then, see [`Sleep::reset`](crate::Sleep::reset)): when that deadline
+    /// comes, the task that last waited is woken once, to re-file it if it waits again.
     ///
     /// # Examples
     ///
@@ -146,9 +151,21 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, BoxError>>> {
-        let me = self.project();
-        if let Poll::Ready(frame) = me.body.poll_frame(cx) {
+        let mut me = self.project();
+        if let Poll::Ready(frame) = me.body.as_mut().poll_frame(cx) {
             *me.moved = true;
+            // The body is over (its end, an error, or a frame that says it was the last):
+            // nothing waits on it again, so its timer leaves the wheel now instead of firing,
+            // and waking the task for nothing, at the deadline of the last wait.
+            let over = match &frame {
+                Some(Ok(_)) => me.body.is_end_stream(),
+                None | Some(Err(_)) => true,
+            };
+            if over {
+                if let Some(sleep) = me.sleep.as_mut() {
+                    sleep.disarm();
+                }
+            }
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
         let sleep = match me.sleep {
