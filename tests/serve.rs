@@ -53,10 +53,13 @@ async fn in_flight(key: &str) {
     }
 }
 
-/// `/` answers at once, `/slow/N` after N ms, `/endless` with a body that never ends; a
-/// `?mark=K` query is recorded (see [`in_flight`]).
+/// `/` answers at once, `/slow/N` after N ms, `/endless` with a body that never ends,
+/// `/panic` panics; a `?mark=K` query is recorded (see [`in_flight`]).
 async fn app(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_owned();
+    if path == "/panic" {
+        panic!("the handler panics (on purpose)");
+    }
     if let Some(key) = req.uri().query().and_then(|q| q.strip_prefix("mark=")) {
         STARTED.lock().unwrap().push(key.to_owned());
     }
@@ -509,6 +512,47 @@ async fn limits_of_duration_max_never_expire() {
         .unwrap();
     until_closed(&mut tcp).await;
     assert_eq!(metrics.closed(CloseReason::Shutdown), 1, "{metrics:?}");
+}
+
+/// A handler that panics (under HTTP/1, hyper polls it on the connection's task, which it
+/// unwinds) still has its connection counted closed, as an error: `active()` is back to zero.
+#[tokio::test]
+async fn a_panicking_handler_still_counts_its_connection_closed() {
+    let (addr, metrics, task) = start(server().await);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /panic HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    until_closed(&mut tcp).await;
+    closed(&metrics, CloseReason::Error).await;
+    assert_eq!(metrics.accepted(), 1);
+    assert_eq!(metrics.active(), 0, "{metrics:?}");
+    task.abort();
+}
+
+/// Connections whose tasks are dropped with their runtime are counted closed (as errors):
+/// the counters never show a connection open that no task serves.
+#[test]
+fn connections_dropped_with_their_runtime_are_counted_closed() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (metrics, tcp) = rt.block_on(async {
+        let (addr, metrics, _task) = start(server().await);
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        while metrics.accepted() == 0 {
+            assert!(Instant::now() < until, "never accepted");
+            tokio::time::sleep(ms(5)).await;
+        }
+        (metrics, tcp)
+    });
+    assert_eq!(metrics.active(), 1, "{metrics:?}");
+    drop(rt);
+    assert_eq!(metrics.active(), 0, "{metrics:?}");
+    assert_eq!(metrics.closed(CloseReason::Error), 1, "{metrics:?}");
+    drop(tcp);
 }
 
 #[tokio::test]

@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::metrics::{CloseReason, ServeMetrics};
+use super::metrics::{CloseReason, Open};
 use crate::clock::deadline_after;
 use crate::{IdleTimeout, Sleep, Timer};
 
@@ -45,7 +45,6 @@ pub(crate) struct ConnCtx {
     pub(crate) builder: auto::Builder<TokioExecutor>,
     pub(crate) limits: Limits,
     pub(crate) timer: Option<Timer>,
-    pub(crate) metrics: ServeMetrics,
     pub(crate) phase: Phase,
 }
 
@@ -206,9 +205,15 @@ struct Drain {
     cut_at: Option<Instant>,
 }
 
-/// Serves one accepted connection to its end, then counts and logs why it ended.
-pub(crate) async fn run<S, B>(tcp: TcpStream, peer: SocketAddr, service: S, ctx: Arc<ConnCtx>)
-where
+/// Serves one accepted connection to its end, then counts (through `open`, which counts it
+/// even if this future is dropped or unwound before its end) and logs why it ended.
+pub(crate) async fn run<S, B>(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    service: S,
+    ctx: Arc<ConnCtx>,
+    open: Open,
+) where
     S: tower::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
         + Clone
         + Send
@@ -388,7 +393,7 @@ where
             }
         }
     };
-    ctx.metrics.on_close(reason);
+    open.close(reason);
     if reason.is_timeout() {
         tracing::debug!(%peer, reason = reason.as_str(), "connection closed by a timeout");
     } else {

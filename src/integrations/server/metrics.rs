@@ -39,7 +39,9 @@ pub enum CloseReason {
     /// Still open when the shutdown timeout (or the drain after the maximum age, under the
     /// same limit) ran out: cut.
     ShutdownTimeout,
-    /// A transport or protocol error (a reset, a malformed request, ...).
+    /// A transport or protocol error (a reset, a malformed request, ...), or the connection's
+    /// task ended without closing it: a handler that hyper polls on the connection's task
+    /// (HTTP/1) panicked, or the task was dropped (its runtime shut down).
     Error,
 }
 
@@ -162,18 +164,51 @@ impl ServeMetrics {
             .sum()
     }
 
-    /// Connections open now: accepted and not yet closed.
+    /// Connections open now: accepted and not yet closed. Every accepted connection is counted
+    /// closed exactly once, also when its task panics or is dropped ([`CloseReason::Error`]).
     pub fn active(&self) -> u64 {
         let closed: u64 = CloseReason::ALL.into_iter().map(|r| self.closed(r)).sum();
         self.accepted().saturating_sub(closed)
     }
 
-    pub(crate) fn on_accept(&self) {
+    /// Counts a connection accepted: it is open until the returned guard closes it.
+    pub(crate) fn on_accept(&self) -> Open {
         self.inner.accepted.fetch_add(1, Ordering::Relaxed);
+        Open {
+            metrics: self.clone(),
+            reason: None,
+        }
     }
 
-    pub(crate) fn on_close(&self, reason: CloseReason) {
+    fn on_close(&self, reason: CloseReason) {
         self.inner.closed[reason.index()].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// An accepted connection, counted open until this guard goes: its close is counted exactly
+/// once, for the reason given to [`close`](Open::close), or as [`CloseReason::Error`] if the
+/// guard is dropped without one (the connection's task panicked, was aborted, or was dropped
+/// with its runtime).
+#[derive(Debug)]
+pub(crate) struct Open {
+    metrics: ServeMetrics,
+    reason: Option<CloseReason>,
+}
+
+impl Open {
+    /// Counts the connection closed for `reason`.
+    pub(crate) fn close(mut self, reason: CloseReason) {
+        self.reason = Some(reason);
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let reason = self.reason.unwrap_or_else(|| {
+            tracing::debug!("connection task ended without a close (a panic or an abort)");
+            CloseReason::Error
+        });
+        self.metrics.on_close(reason);
     }
 }
 

@@ -406,7 +406,6 @@ impl<S> Serve<S> {
             builder,
             limits,
             timer: timer.clone(),
-            metrics: metrics.clone(),
             phase: Phase::default(),
         });
         // Every connection task holds a receiver: `closed()` resolves when all have ended.
@@ -430,12 +429,12 @@ impl<S> Serve<S> {
                 None => break,
                 Some(Ok((tcp, peer))) => {
                     let _ = tcp.set_nodelay(true);
-                    metrics.on_accept();
+                    let open = metrics.on_accept();
                     let alive = live.subscribe();
                     let ctx = ctx.clone();
                     let service = service.clone();
                     tokio::spawn(async move {
-                        conn::run(tcp, peer, service, ctx).await;
+                        conn::run(tcp, peer, service, ctx, open).await;
                         drop(alive);
                     });
                 }
