@@ -419,6 +419,71 @@ async fn http2_idle_connection_gets_keep_alive_not_header_read() {
     task.abort();
 }
 
+/// HTTP/2 frame types.
+const SETTINGS: u8 = 0x4;
+const PING: u8 = 0x6;
+const GOAWAY: u8 = 0x7;
+
+/// A raw HTTP/2 client that opens no stream: it sends the preface and empty SETTINGS, acks the
+/// server's SETTINGS (and its PINGs, if `ack_pings`), and returns the types of the frames it
+/// received until the server closed the connection.
+async fn h2_frames_until_closed(addr: SocketAddr, ack_pings: bool) -> Vec<u8> {
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    tcp.write_all(&[0, 0, 0, SETTINGS, 0, 0, 0, 0, 0])
+        .await
+        .unwrap();
+    let mut types = Vec::new();
+    let mut buf = Vec::new();
+    let read = async {
+        loop {
+            let mut chunk = [0u8; 4096];
+            let n = match tcp.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            buf.extend_from_slice(&chunk[..n]);
+            // Whole frames: a 9-byte header (24-bit length, type, flags, stream), then payload.
+            while buf.len() >= 9 {
+                let len =
+                    usize::from(buf[0]) << 16 | usize::from(buf[1]) << 8 | usize::from(buf[2]);
+                if buf.len() < 9 + len {
+                    break;
+                }
+                let (ty, ack) = (buf[3], buf[4] & 1 == 1);
+                types.push(ty);
+                if ty == SETTINGS && !ack {
+                    let _ = tcp.write_all(&[0, 0, 0, SETTINGS, 1, 0, 0, 0, 0]).await;
+                }
+                if ty == PING && !ack && ack_pings {
+                    let mut pong = vec![0, 0, 8, PING, 1, 0, 0, 0, 0];
+                    pong.extend_from_slice(&buf[9..9 + len]);
+                    let _ = tcp.write_all(&pong).await;
+                }
+                buf.drain(..9 + len);
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the server never closed the HTTP/2 connection");
+    types
+}
+
+/// HTTP/2 is told from HTTP/1 with the keep-alive limit alone (no header-read limit): an idle
+/// HTTP/2 connection gets its GOAWAY, not a bare close.
+#[tokio::test]
+async fn http2_keep_alive_sends_goaway_without_a_header_read_limit() {
+    let s = server().await.keep_alive_timeout(ms(200));
+    let (addr, metrics, task) = start(s);
+    let frames = h2_frames_until_closed(addr, true).await;
+    assert!(frames.contains(&GOAWAY), "no GOAWAY: frames {frames:?}");
+    closed(&metrics, CloseReason::KeepAlive).await;
+    task.abort();
+}
+
 /// On the signal: the listener closes (a new connection is refused), the request in flight
 /// finishes, and the server resolves.
 #[tokio::test]

@@ -90,7 +90,8 @@ struct State {
     /// Since when an HTTP/1 request head has been arriving (`None` between requests). A new
     /// connection waits for its first head from its accept.
     head_since: Option<Instant>,
-    /// The client sent the HTTP/2 preface: no header-read limit.
+    /// The client sent the HTTP/2 preface: no header-read limit, and the keep-alive limit
+    /// drains (GOAWAY) instead of closing.
     h2: bool,
 }
 
@@ -412,8 +413,9 @@ enum Proto {
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
 pin_project! {
-    /// The connection's I/O: `IdleTimeout` over the socket, plus the start of each HTTP/1
-    /// request head (the first byte read while no request is in flight).
+    /// The connection's I/O: `IdleTimeout` over the socket, plus the protocol (the HTTP/2
+    /// preface or not) and the start of each HTTP/1 request head (the first byte read while no
+    /// request is in flight).
     struct ConnIo {
         #[pin]
         io: IdleTimeout<TcpStream>,
@@ -426,7 +428,9 @@ pin_project! {
 impl ConnIo {
     fn on_read(self: Pin<&mut Self>, bytes: &[u8]) {
         let me = self.project();
-        if !me.shared.heads {
+        // The protocol matters to both limits: HTTP/2 has no header-read limit, and its
+        // keep-alive limit drains with GOAWAY where HTTP/1's closes.
+        if !me.shared.tracked() {
             return;
         }
         if *me.proto == Proto::Unknown {
@@ -444,7 +448,7 @@ impl ConnIo {
                 }
             }
         }
-        if *me.proto == Proto::Http2 {
+        if *me.proto == Proto::Http2 || !me.shared.heads {
             return;
         }
         let mut st = me.shared.lock();

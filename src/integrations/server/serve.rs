@@ -87,8 +87,9 @@ where
 /// A server being configured; `.await` it to run it. Made by [`serve`].
 ///
 /// The header-read limit is the total time for one HTTP/1 request head (bytes trickled in do
-/// not extend it) and is the only limit that knows HTTP/1 from HTTP/2; the keep-alive, idle
-/// and age limits govern both.
+/// not extend it) and does not apply to HTTP/2; the keep-alive, idle and age limits govern
+/// both (the keep-alive limit closes an HTTP/1 connection, and drains an HTTP/2 one with
+/// GOAWAY).
 ///
 /// # Zero durations
 ///
