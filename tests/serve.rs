@@ -107,6 +107,15 @@ fn start(
     (addr, metrics, tokio::spawn(s.into_future()))
 }
 
+/// Waits (bounded) until the server has accepted a connection.
+async fn accepted(metrics: &ServeMetrics) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while metrics.accepted() == 0 {
+        assert!(Instant::now() < until, "never accepted: {metrics:?}");
+        tokio::time::sleep(ms(5)).await;
+    }
+}
+
 /// Waits (bounded) until `metrics` counts a close for `reason`.
 async fn closed(metrics: &ServeMetrics, reason: CloseReason) {
     let until = Instant::now() + Duration::from_secs(10);
@@ -515,6 +524,92 @@ async fn graceful_shutdown_finishes_requests_and_refuses_new_connections() {
     assert!(TcpStream::connect(addr).await.is_err());
 }
 
+/// Slowloris against a graceful shutdown without a shutdown timeout: a request head begun
+/// before the signal still has the header-read limit, so it cannot hold the drain open.
+#[tokio::test]
+async fn graceful_shutdown_still_cuts_a_partial_head_at_the_header_read_limit() {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let s = server()
+        .await
+        .header_read_timeout(ms(300))
+        .with_graceful_shutdown(async move {
+            let _ = stopped.await;
+        });
+    let (addr, metrics, task) = start(s);
+    let started = Instant::now();
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n") // never finished
+        .await
+        .unwrap();
+    accepted(&metrics).await;
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the partial head holds the drain open")
+        .unwrap()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        took >= ms(300),
+        "cut before the header-read limit: {took:?}"
+    );
+    assert_eq!(metrics.closed(CloseReason::HeaderRead), 1, "{metrics:?}");
+    until_closed(&mut tcp).await;
+}
+
+/// The drain at the maximum age does not lift the header-read limit either.
+#[tokio::test]
+async fn max_age_drain_still_cuts_a_partial_head_at_the_header_read_limit() {
+    let s = server()
+        .await
+        .header_read_timeout(ms(400))
+        .max_connection_age(ms(100));
+    let (addr, metrics, task) = start(s);
+    let started = Instant::now();
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n") // never finished
+        .await
+        .unwrap();
+    until_closed(&mut tcp).await;
+    let took = started.elapsed();
+    assert!(
+        took >= ms(400),
+        "cut before the header-read limit: {took:?}"
+    );
+    closed(&metrics, CloseReason::HeaderRead).await;
+    assert_eq!(metrics.closed(CloseReason::MaxAge), 0, "{metrics:?}");
+    task.abort();
+}
+
+/// An HTTP/2 client that never answers the GOAWAY's ping cannot hold a graceful shutdown open
+/// (without a shutdown timeout): with nothing in flight, the drain is closed one keep-alive
+/// period after it began.
+#[tokio::test]
+async fn http2_drain_never_acknowledged_ends_at_the_keep_alive_limit() {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let s = server()
+        .await
+        .keep_alive_timeout(ms(300))
+        .with_graceful_shutdown(async move {
+            let _ = stopped.await;
+        });
+    let (addr, metrics, task) = start(s);
+    let client = tokio::spawn(h2_frames_until_closed(addr, false));
+    accepted(&metrics).await;
+    stop.send(()).unwrap();
+    let signalled = Instant::now();
+    let frames = client.await.unwrap();
+    assert!(frames.contains(&GOAWAY), "no GOAWAY: frames {frames:?}");
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the server did not resolve")
+        .unwrap()
+        .unwrap();
+    let took = signalled.elapsed();
+    assert!(took >= ms(250), "the drain was cut early: {took:?}");
+    assert_eq!(metrics.closed(CloseReason::KeepAlive), 1, "{metrics:?}");
+}
+
 /// The shutdown timeout cuts what is still open, counted from the signal.
 #[tokio::test]
 async fn shutdown_timeout_cuts_the_rest() {
@@ -606,11 +701,7 @@ fn connections_dropped_with_their_runtime_are_counted_closed() {
     let (metrics, tcp) = rt.block_on(async {
         let (addr, metrics, _task) = start(server().await);
         let tcp = TcpStream::connect(addr).await.unwrap();
-        let until = Instant::now() + Duration::from_secs(10);
-        while metrics.accepted() == 0 {
-            assert!(Instant::now() < until, "never accepted");
-            tokio::time::sleep(ms(5)).await;
-        }
+        accepted(&metrics).await;
         (metrics, tcp)
     });
     assert_eq!(metrics.active(), 1, "{metrics:?}");

@@ -167,17 +167,16 @@ fn next_due(
     write_blocked: bool,
     limits: &Limits,
     accepted: Instant,
-    drain: &Drain,
+    drain: Option<&Drain>,
 ) -> Option<(Instant, Due)> {
-    if drain.cause.is_some() {
-        return drain.cut_at.map(|at| (at, Due::DrainCut));
-    }
     let mut best: Option<(Instant, Due)> = None;
     let mut consider = |at: Instant, due: Due| {
         if best.map_or(true, |(b, _)| at < b) {
             best = Some((at, due));
         }
     };
+    // Both run while draining too: hyper waits for a head begun before the drain (its own
+    // header-read timer is off), and an HTTP/2 client may never answer the GOAWAY's ping.
     let head = match (st.h2, limits.header_read, st.head_since) {
         (false, Some(limit), Some(since)) => Some(deadline_after(since, limit)),
         _ => None,
@@ -190,18 +189,31 @@ fn next_due(
         limits.keep_alive,
         st.idle_since,
     ) {
+        // A drain gets one keep-alive period of its own (an HTTP/2 GOAWAY sent at the
+        // keep-alive limit must have the time to go out and be answered).
+        let since = drain.map_or(since, |d| since.max(d.began));
         consider(deadline_after(since, limit), Due::KeepAlive);
     }
-    if let Some(age) = limits.max_age {
-        consider(deadline_after(accepted, age), Due::MaxAge);
+    match drain {
+        Some(Drain {
+            cut_at: Some(at), ..
+        }) => consider(*at, Due::DrainCut),
+        Some(_) => {}
+        None => {
+            if let Some(age) = limits.max_age {
+                consider(deadline_after(accepted, age), Due::MaxAge);
+            }
+        }
     }
     best
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Drain {
     /// Why the connection is draining (graceful shutdown asked of hyper).
-    cause: Option<CloseReason>,
+    cause: CloseReason,
+    /// When the drain began.
+    began: Instant,
     /// When the drain is cut, if ever.
     cut_at: Option<Instant>,
 }
@@ -267,7 +279,7 @@ pub(crate) async fn run<S, B>(
         h2: false,
     };
     let mut sleep: Option<Sleep> = None;
-    let mut drain = Drain::default();
+    let mut drain: Option<Drain> = None;
     let mut notified = pin!(ctx.phase.notify.notified());
     // The waker `notified` was last polled with: a re-poll of a waiting `Notified` takes its
     // `Notify`'s lock, which every connection of the server shares, so it is polled again only
@@ -291,11 +303,12 @@ pub(crate) async fn run<S, B>(
         notified_under = phase;
         match phase {
             RUNNING => {}
-            DRAINING if drain.cause.is_none() => {
-                drain = Drain {
-                    cause: Some(CloseReason::Shutdown),
+            DRAINING if drain.is_none() => {
+                drain = Some(Drain {
+                    cause: CloseReason::Shutdown,
+                    began: Instant::now(),
                     cut_at: None, // the server cuts every connection at once
-                };
+                });
                 conn.as_mut().graceful_shutdown();
             }
             DRAINING => {}
@@ -334,9 +347,15 @@ pub(crate) async fn run<S, B>(
             }
             let blocked = shared.write_blocked.load(Ordering::Relaxed);
             let next = if shared.tracked() {
-                next_due(&shared.lock(), blocked, &ctx.limits, accepted, &drain)
+                next_due(
+                    &shared.lock(),
+                    blocked,
+                    &ctx.limits,
+                    accepted,
+                    drain.as_ref(),
+                )
             } else {
-                next_due(&untracked, blocked, &ctx.limits, accepted, &drain)
+                next_due(&untracked, blocked, &ctx.limits, accepted, drain.as_ref())
             };
             if let Some((at, _)) = next {
                 let s = sleep.get_or_insert_with(|| ctx.sleep_until(at));
@@ -351,7 +370,9 @@ pub(crate) async fn run<S, B>(
         })
         .await;
         match event {
-            Event::Done(Ok(())) => break drain.cause.unwrap_or(CloseReason::Completed),
+            Event::Done(Ok(())) => {
+                break drain.map_or(CloseReason::Completed, |d| d.cause);
+            }
             Event::Done(Err(e)) => {
                 if shared.idle_timed_out.load(Ordering::Relaxed) {
                     break CloseReason::Idle;
@@ -366,24 +387,27 @@ pub(crate) async fn run<S, B>(
                 let (h2, next) = {
                     let st = shared.lock();
                     let blocked = shared.write_blocked.load(Ordering::Relaxed);
-                    (st.h2, next_due(&st, blocked, &ctx.limits, accepted, &drain))
+                    let next = next_due(&st, blocked, &ctx.limits, accepted, drain.as_ref());
+                    (st.h2, next)
                 };
                 match next {
                     Some((at, due)) if at <= now => match due {
                         Due::HeaderRead => break CloseReason::HeaderRead,
-                        // HTTP/1 with nothing in flight and no head begun: close. HTTP/2:
-                        // GOAWAY, so the client knows not to retry on it.
-                        Due::KeepAlive if !h2 => break CloseReason::KeepAlive,
+                        // HTTP/1 with nothing in flight and no head begun, or a drain with
+                        // nothing in flight a keep-alive period on: close. HTTP/2: GOAWAY, so
+                        // the client knows not to retry on it.
+                        Due::KeepAlive if !h2 || drain.is_some() => break CloseReason::KeepAlive,
                         Due::KeepAlive | Due::MaxAge => {
                             let cause = if due == Due::MaxAge {
                                 CloseReason::MaxAge
                             } else {
                                 CloseReason::KeepAlive
                             };
-                            drain = Drain {
-                                cause: Some(cause),
+                            drain = Some(Drain {
+                                cause,
+                                began: now,
                                 cut_at: ctx.limits.shutdown_timeout.map(|d| deadline_after(now, d)),
-                            };
+                            });
                             conn.as_mut().graceful_shutdown();
                         }
                         Due::DrainCut => break CloseReason::ShutdownTimeout,

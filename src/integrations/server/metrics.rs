@@ -25,9 +25,12 @@ pub enum CloseReason {
     /// The connection ended on its own: the client closed it, or asked to (`Connection: close`),
     /// or it was upgraded (its socket handed to the upgrade).
     Completed,
-    /// An HTTP/1 request head did not arrive in full within the header-read timeout.
+    /// An HTTP/1 request head did not arrive in full within the header-read timeout (also while
+    /// the connection was draining).
     HeaderRead,
-    /// No request was in flight for the keep-alive timeout.
+    /// No request was in flight for the keep-alive timeout; or, while the connection was
+    /// draining, for the keep-alive timeout since the drain began (an HTTP/2 client that never
+    /// acknowledged the GOAWAY).
     KeepAlive,
     /// Nothing was read or written for the idle timeout (`IdleTimeout`).
     Idle,

@@ -129,6 +129,9 @@ impl<S> Serve<S> {
     /// buffer when it ends, where it cannot be told from an idle wait: the keep-alive limit
     /// (or the idle limit) bounds it, so set one of them with this one.
     ///
+    /// It still runs while the connection drains (graceful shutdown, maximum age): hyper
+    /// waits for a head begun before the drain, and this limit is what ends that wait.
+    ///
     /// # Panics
     ///
     /// If `limit` is zero.
@@ -148,6 +151,12 @@ impl<S> Serve<S> {
     /// connection is closed at 60 s, a partial request head at 10 s. A request is in flight
     /// from its head's arrival until its response's last byte is written: a client that stops
     /// reading a response is bounded by [`idle_timeout`](Serve::idle_timeout), not by this.
+    ///
+    /// It still runs while the connection drains (graceful shutdown, maximum age, or its own
+    /// HTTP/2 GOAWAY), counted from the drain's start at the earliest: a draining connection
+    /// with nothing in flight for `limit` since then is closed (also
+    /// [`CloseReason::KeepAlive`](super::CloseReason::KeepAlive)), such as an HTTP/2 client
+    /// that never acknowledges the GOAWAY.
     ///
     /// # Panics
     ///
@@ -183,7 +192,9 @@ impl<S> Serve<S> {
     /// A connection `limit` old is drained gracefully
     /// ([`CloseReason::MaxAge`](super::CloseReason::MaxAge)): HTTP/1 answers its request in
     /// flight with `Connection: close`, HTTP/2 sends GOAWAY and finishes its open streams. The
-    /// drain is cut after [`shutdown_timeout`](Serve::shutdown_timeout), if set.
+    /// drain is cut after [`shutdown_timeout`](Serve::shutdown_timeout), if set; the other
+    /// limits still apply while it lasts (see "Draining" under
+    /// [`with_graceful_shutdown`](Serve::with_graceful_shutdown)).
     ///
     /// # Panics
     ///
@@ -255,6 +266,23 @@ impl<S> Serve<S> {
     /// refused), drain every connection (in-flight requests finish, idle connections close,
     /// HTTP/2 gets GOAWAY), and resolve once all are gone, or once
     /// [`shutdown_timeout`](Serve::shutdown_timeout) has run out.
+    ///
+    /// # Draining
+    ///
+    /// A draining HTTP/1 connection closes once its request in flight is answered (at once if
+    /// there is none); an HTTP/2 one sends GOAWAY, finishes its open streams, and closes once
+    /// the client acknowledges the GOAWAY. What else ends a drain (the same for the drain at
+    /// [`max_connection_age`](Serve::max_connection_age)), each counted under its own
+    /// [`CloseReason`](super::CloseReason):
+    ///
+    /// - [`shutdown_timeout`](Serve::shutdown_timeout): the whole drain;
+    /// - [`header_read_timeout`](Serve::header_read_timeout): a request head still arriving;
+    /// - [`keep_alive_timeout`](Serve::keep_alive_timeout): nothing in flight for that long
+    ///   since the drain began (an HTTP/2 client that never acknowledges the GOAWAY);
+    /// - [`idle_timeout`](Serve::idle_timeout): nothing read or written for that long.
+    ///
+    /// Without a shutdown timeout, nothing else ends a drain: a request in flight whose
+    /// handler never answers, or a client that keeps the connection busy, holds it open.
     ///
     /// # Examples
     ///
