@@ -610,6 +610,40 @@ async fn http2_drain_never_acknowledged_ends_at_the_keep_alive_limit() {
     assert_eq!(metrics.closed(CloseReason::KeepAlive), 1, "{metrics:?}");
 }
 
+/// A connection that has sent nothing yet, closed by the graceful shutdown, counts as closed by
+/// the shutdown, not as an error (hyper-util ends its wait for the first bytes with an error).
+#[tokio::test]
+async fn a_silent_connection_closed_by_the_graceful_shutdown_counts_as_shutdown() {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let s = server().await.with_graceful_shutdown(async move {
+        let _ = stopped.await;
+    });
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    accepted(&metrics).await;
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the server did not resolve")
+        .unwrap()
+        .unwrap();
+    until_closed(&mut tcp).await;
+    assert_eq!(metrics.closed(CloseReason::Shutdown), 1, "{metrics:?}");
+    assert_eq!(metrics.closed(CloseReason::Error), 0, "{metrics:?}");
+}
+
+/// Likewise at the maximum age: a connection that has sent nothing counts as `MaxAge`.
+#[tokio::test]
+async fn a_silent_connection_at_its_maximum_age_counts_as_max_age() {
+    let s = server().await.max_connection_age(ms(100));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    until_closed(&mut tcp).await;
+    closed(&metrics, CloseReason::MaxAge).await;
+    assert_eq!(metrics.closed(CloseReason::Error), 0, "{metrics:?}");
+    task.abort();
+}
+
 /// The shutdown timeout cuts what is still open, counted from the signal.
 #[tokio::test]
 async fn shutdown_timeout_cuts_the_rest() {

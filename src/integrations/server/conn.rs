@@ -377,6 +377,13 @@ pub(crate) async fn run<S, B>(
                 if shared.idle_timed_out.load(Ordering::Relaxed) {
                     break CloseReason::Idle;
                 }
+                // A drain asked of a connection that had not said its protocol yet: hyper-util
+                // cancels the read of its first bytes with `Interrupted`, the end it was asked.
+                if let Some(d) = &drain {
+                    if is_cancelled(&*e) {
+                        break d.cause;
+                    }
+                }
                 tracing::debug!(%peer, error = %e, "connection error");
                 break CloseReason::Error;
             }
@@ -424,6 +431,14 @@ pub(crate) async fn run<S, B>(
     } else {
         tracing::trace!(%peer, reason = reason.as_str(), "connection closed");
     }
+}
+
+/// Whether `e` is hyper-util's cancellation of a connection's version read (its auto
+/// builder's `graceful_shutdown` before the protocol is known), a bare `io::Error` of kind
+/// `Interrupted`; hyper's own errors are `hyper::Error`s, never bare.
+fn is_cancelled(e: &(dyn StdError + Send + Sync + 'static)) -> bool {
+    e.downcast_ref::<io::Error>()
+        .is_some_and(|e| e.kind() == io::ErrorKind::Interrupted)
 }
 
 /// What the first bytes of a connection said.

@@ -35,9 +35,9 @@ pub enum CloseReason {
     /// Nothing was read or written for the idle timeout (`IdleTimeout`).
     Idle,
     /// The connection reached its maximum age and was drained (HTTP/1 `Connection: close`,
-    /// HTTP/2 GOAWAY).
+    /// HTTP/2 GOAWAY), or closed at once if it had sent nothing yet.
     MaxAge,
-    /// Drained by the graceful shutdown.
+    /// Drained by the graceful shutdown, or closed at once if it had sent nothing yet.
     Shutdown,
     /// Still open when the shutdown timeout (or the drain after the maximum age, under the
     /// same limit) ran out: cut.
