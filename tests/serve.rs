@@ -3,7 +3,7 @@
 #![cfg(feature = "server")]
 
 use std::convert::Infallible;
-use std::future::IntoFuture;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -286,6 +286,83 @@ async fn keep_alive_waits_for_the_request_in_flight() {
     until_closed(&mut tcp).await;
     closed(&metrics, CloseReason::KeepAlive).await;
     task.abort();
+}
+
+/// A service that is not ready (backpressure: a concurrency limit, a full `Buffer`) until
+/// `ready_at`, then answers "ok".
+struct NotReadyUntil {
+    ready_at: Instant,
+    wait: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Clone for NotReadyUntil {
+    fn clone(&self) -> Self {
+        NotReadyUntil {
+            ready_at: self.ready_at,
+            wait: None,
+        }
+    }
+}
+
+impl tower::Service<Request<Incoming>> for NotReadyUntil {
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Response<Full<Bytes>>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        let at = self.ready_at;
+        let wait = self
+            .wait
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        std::task::ready!(wait.as_mut().poll(cx));
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<Incoming>) -> Self::Future {
+        std::future::ready(Ok(Response::new(Full::from("ok"))))
+    }
+}
+
+/// Sends a whole request head at once to a service ready only 600 ms later, under `limits`:
+/// the response (the request must not be cut) and the metrics.
+async fn request_to_a_service_not_ready(
+    limits: impl FnOnce(Serve<NotReadyUntil>) -> Serve<NotReadyUntil>,
+) -> (String, ServeMetrics) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let service = NotReadyUntil {
+        ready_at: Instant::now() + ms(600),
+        wait: None,
+    };
+    let s = limits(serve(listener, service));
+    let addr = s.local_addr().unwrap();
+    let metrics = s.metrics();
+    let task = tokio::spawn(s.into_future());
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let res = tokio::time::timeout(Duration::from_secs(10), read_response(&mut tcp))
+        .await
+        .expect("no response");
+    task.abort();
+    (res, metrics)
+}
+
+/// A request whose head has arrived is in flight while it waits for the service to be ready:
+/// the keep-alive limit does not cut it.
+#[tokio::test]
+async fn keep_alive_does_not_cut_a_request_waiting_for_the_service() {
+    let (res, metrics) = request_to_a_service_not_ready(|s| s.keep_alive_timeout(ms(200))).await;
+    assert!(res.starts_with("HTTP/1.1 200"), "{res}");
+    assert_eq!(metrics.closed(CloseReason::KeepAlive), 0, "{metrics:?}");
+}
+
+/// Nor does the header-read limit: the head arrived in full.
+#[tokio::test]
+async fn header_read_does_not_cut_a_request_waiting_for_the_service() {
+    let (res, metrics) = request_to_a_service_not_ready(|s| s.header_read_timeout(ms(200))).await;
+    assert!(res.starts_with("HTTP/1.1 200"), "{res}");
+    assert_eq!(metrics.closed(CloseReason::HeaderRead), 0, "{metrics:?}");
 }
 
 /// A client that asks for an endless response and never reads it cannot hold the connection

@@ -1,5 +1,6 @@
-//! One connection: the I/O and service wrappers that track its state, and the task that
-//! enforces its header-read, keep-alive and age limits on one wheel timer.
+//! One connection: the I/O wrapper that tracks its state (with the service wrapper,
+//! [`Tracked`]), and the task that enforces its header-read, keep-alive and age limits on one
+//! wheel timer.
 
 use std::error::Error as StdError;
 use std::future::{poll_fn, Future};
@@ -12,10 +13,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::task::AtomicWaker;
-use http_body::{Body, Frame, SizeHint};
+use http_body::Body;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::metrics::{CloseReason, Open};
+use super::tracked::Tracked;
 use crate::clock::deadline_after;
 use crate::{IdleTimeout, Sleep, Timer};
 
@@ -96,7 +97,7 @@ struct State {
 }
 
 #[derive(Debug)]
-struct Shared {
+pub(crate) struct Shared {
     state: Mutex<State>,
     /// The connection task is polling hyper right now: it will look at the state after.
     polling: AtomicBool,
@@ -123,7 +124,8 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn request_started(&self) {
+    /// A request's head has arrived (hyper calls the service): it is in flight.
+    pub(crate) fn request_started(&self) {
         if !self.tracked() {
             return;
         }
@@ -133,7 +135,8 @@ impl Shared {
         st.head_since = None;
     }
 
-    fn request_ended(&self) {
+    /// A request's response has ended (or its call failed, or was dropped).
+    pub(crate) fn request_ended(&self) {
         if !self.tracked() {
             return;
         }
@@ -265,10 +268,7 @@ pub(crate) async fn run<S, B>(
         sniffed: 0,
         proto: Proto::Unknown,
     });
-    let service = TowerToHyperService::new(Tracked {
-        inner: service,
-        shared: shared.clone(),
-    });
+    let service = Tracked::new(service, shared.clone());
     let mut conn = pin!(ctx.builder.serve_connection_with_upgrades(io, service));
 
     // The state of a connection whose state is not kept (see `Shared::tracked`).
@@ -591,95 +591,5 @@ impl AsyncWrite for ConnIo {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let poll = self.as_mut().project().io.poll_shutdown(cx);
         self.check_error(poll)
-    }
-}
-
-/// The user's service, counting requests in flight (from the call to the response body's end).
-#[derive(Clone)]
-struct Tracked<S> {
-    inner: S,
-    shared: Arc<Shared>,
-}
-
-/// One request in flight; its drop ends it.
-struct InFlight(Arc<Shared>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.request_ended();
-    }
-}
-
-impl<S, R, B> tower::Service<R> for Tracked<S>
-where
-    S: tower::Service<R, Response = http::Response<B>>,
-{
-    type Response = http::Response<TrackedBody<B>>;
-    type Error = S::Error;
-    type Future = TrackedFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: R) -> Self::Future {
-        self.shared.request_started();
-        TrackedFuture {
-            inner: self.inner.call(request),
-            guard: Some(InFlight(self.shared.clone())),
-        }
-    }
-}
-
-pin_project! {
-    struct TrackedFuture<F> {
-        #[pin]
-        inner: F,
-        guard: Option<InFlight>,
-    }
-}
-
-impl<F, B, E> Future for TrackedFuture<F>
-where
-    F: Future<Output = Result<http::Response<B>, E>>,
-{
-    type Output = Result<http::Response<TrackedBody<B>>, E>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let me = self.project();
-        let response = std::task::ready!(me.inner.poll(cx))?;
-        let guard = me.guard.take();
-        Poll::Ready(Ok(response.map(|inner| TrackedBody {
-            inner,
-            _guard: guard,
-        })))
-    }
-}
-
-pin_project! {
-    struct TrackedBody<B> {
-        #[pin]
-        inner: B,
-        _guard: Option<InFlight>,
-    }
-}
-
-impl<B: Body> Body for TrackedBody<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        self.project().inner.poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }

@@ -47,6 +47,7 @@
 mod conn;
 mod metrics;
 mod serve;
+mod tracked;
 
 pub use self::metrics::{CloseReason, ServeMetrics};
 pub use self::serve::{serve, Serve, ServeFuture};

@@ -149,8 +149,9 @@ impl<S> Serve<S> {
     /// ([`CloseReason::KeepAlive`](super::CloseReason::KeepAlive); HTTP/2 with a GOAWAY),
     /// whatever the header-read limit: with 60 s here and 10 s header-read, an idle keep-alive
     /// connection is closed at 60 s, a partial request head at 10 s. A request is in flight
-    /// from its head's arrival until its response's last byte is written: a client that stops
-    /// reading a response is bounded by [`idle_timeout`](Serve::idle_timeout), not by this.
+    /// from its head's arrival (also while it waits for the service to be ready) until its
+    /// response's last byte is written: a client that stops reading a response is bounded by
+    /// [`idle_timeout`](Serve::idle_timeout), not by this.
     ///
     /// It still runs while the connection drains (graceful shutdown, maximum age, or its own
     /// HTTP/2 GOAWAY), counted from the drain's start at the earliest: a draining connection
