@@ -45,6 +45,22 @@ pub(crate) struct Shard {
     batches_drops: bool,
 }
 
+impl Drop for Shard {
+    /// The last reference may go inside a pass (which holds one while it fires the shard, in
+    /// Tokio's time driver): the entries still in the wheel (cancels handed over since the
+    /// pass's sweep) hold wakers, user code, dropped here inside a catch as a pass drops them.
+    fn drop(&mut self) {
+        let wakers = self.lock().wheel.drain_all();
+        for waker in wakers {
+            if panicked(move || drop(waker)) {
+                tracing::error!(
+                    "a waker panicked when its timer's last reference dropped it; contained"
+                );
+            }
+        }
+    }
+}
+
 /// A cancel from another thread than the shard's hands over only if the driver is armed for
 /// a pass no later than this long (in wheel time: nanoseconds) after the shard's last pass:
 /// that pass, or the shard's next registration if sooner, reclaims the entry.

@@ -193,10 +193,11 @@ impl Timer {
     /// methods return [`TimerError::Shutdown`](crate::TimerError::Shutdown). Calling it again
     /// does nothing.
     ///
-    /// An [`Interval`](crate::Interval) of the timer goes on with Tokio's timer, on the
-    /// timer's runtime while that lives and then on the runtime where it is polled: for this
-    /// the timer keeps the one idle task it holds on its runtime (it never wakes) until the
-    /// timer's last handle and future are gone.
+    /// An [`Interval`](crate::Interval) or [`DelayQueue`](crate::DelayQueue) of the timer goes
+    /// on with Tokio's timer, on the timer's runtime while that lives and then on the runtime
+    /// where it is polled: for this the timer keeps its one task on its runtime (idle: it
+    /// wakes only to end) while anything refers to the timer: a handle, a future, a delayed
+    /// task's handle, or, for a runtime's default timer, the crate's per-thread caches of it.
     ///
     /// A sleep or timeout whose deadline had already passed when the timer shut down counts
     /// as elapsed, not as shut down ([`Sleep::is_shutdown`](crate::Sleep::is_shutdown) is

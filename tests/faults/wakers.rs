@@ -462,11 +462,17 @@ fn a_waker_that_panics_when_dropped_by_a_pass_is_contained() {
             let waker = Waker::from(Arc::new(PanicsOnDrop(armed.clone())));
             let mut sleep = timer.sleep(ms(5));
             assert!(poll_with(&mut sleep, &waker).is_pending());
-            drop(waker); // the wheel's entry holds the last clone
-                         // Dropped on another thread, with a pass due within 10 ms: handed over.
-            std::thread::spawn(move || drop(sleep)).join().unwrap();
-            assert_eq!(timer.pending(), 0, "handed over: out of pending() at once");
+            // The wheel's entry holds the last clone of the waker. Dropped on another thread,
+            // with a pass due within 10 ms, the sleep is handed over, so the waker is not
+            // dropped there (that drop would panic the thread).
+            drop(waker);
             armed.store(true, SeqCst);
+            let dropped_there = std::thread::spawn(move || drop(sleep)).join().is_err();
+            assert!(
+                !dropped_there && armed.load(SeqCst),
+                "the cancel was handed over, its waker left for the pass"
+            );
+            assert_eq!(timer.pending(), 0, "out of pending() at once");
             tokio::time::sleep(ms(20)).await; // the pass sweeps the hand-over
             settle().await;
         });
@@ -477,5 +483,67 @@ fn a_waker_that_panics_when_dropped_by_a_pass_is_contained() {
             assert!(start.elapsed() >= ms(10));
             assert!(!timer.is_shutdown());
         });
+    });
+}
+
+/// The pass holds a reference to each shard while it fires it: if a waker woken there drops
+/// every other one (the last `Timer` handle and futures), the shard goes with the pass's, and
+/// the wakers still in its wheel (a cancel handed over after the pass's sweep) with it. They
+/// are dropped inside a catch too: nothing unwinds into Tokio's time driver.
+#[test]
+fn a_shard_dropped_inside_a_pass_drops_its_wakers_inside_a_catch() {
+    struct DropsEverything {
+        state: Mutex<Option<(Timer, Sleep, Sleep)>>,
+        armed: Arc<AtomicBool>,
+        handed_over: Arc<AtomicBool>,
+    }
+    impl Wake for DropsEverything {
+        fn wake(self: Arc<Self>) {
+            let Some((timer, a, b)) = self.state.lock().unwrap().take() else {
+                return;
+            };
+            // A registration in the pass arms the driver again: a cancel from another thread
+            // now hands over.
+            let mut c = timer.sleep(ms(1));
+            assert!(poll_with(&mut c, futures::task::noop_waker_ref()).is_pending());
+            self.armed.store(true, SeqCst);
+            let dropped_there = std::thread::spawn(move || drop(a)).join().is_err();
+            self.handed_over
+                .store(!dropped_there && self.armed.load(SeqCst), SeqCst);
+            drop(c);
+            drop(b);
+            drop(timer); // the pass now holds the shard's last reference
+        }
+    }
+    quiet_intended_panics();
+    with_watchdog(Duration::from_secs(60), || {
+        let rt = paused_runtime();
+        let armed = Arc::new(AtomicBool::new(false));
+        let handed_over = Arc::new(AtomicBool::new(false));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.block_on(async {
+                let timer = Timer::builder().shards(64).build().unwrap();
+                let waker = Waker::from(Arc::new(PanicsOnDrop(armed.clone())));
+                let mut a = timer.sleep(ms(50));
+                assert!(poll_with(&mut a, &waker).is_pending());
+                drop(waker);
+                let on_wake = Arc::new(DropsEverything {
+                    state: Mutex::new(None),
+                    armed: armed.clone(),
+                    handed_over: handed_over.clone(),
+                });
+                let mut b = timer.sleep(ms(5));
+                assert!(poll_with(&mut b, &Waker::from(on_wake.clone())).is_pending());
+                *on_wake.state.lock().unwrap() = Some((timer, a, b));
+                tokio::time::sleep(ms(20)).await;
+                settle().await;
+            });
+        }));
+        assert!(handed_over.load(SeqCst), "the cancel was handed over");
+        assert!(!armed.load(SeqCst), "the waker was dropped, with the shard");
+        assert!(
+            result.is_ok(),
+            "a waker's drop panic unwound through block_on"
+        );
     });
 }
