@@ -754,8 +754,9 @@ async fn shutdown_timeout_cuts_the_rest() {
     until_closed(&mut tcp).await;
 }
 
-/// Limits of `Duration::MAX` mean "never": no deadline overflows. The request is answered,
-/// the idle connection stays open, and the shutdown drains it.
+/// Limits of `Duration::MAX` mean "never": no deadline overflows. The requests are answered
+/// (an HTTP/2 keep-alive interval of `Duration::MAX` sends no pings rather than overflowing
+/// hyper's ping deadline), the idle connections stay open, and the shutdown drains them.
 #[tokio::test]
 async fn limits_of_duration_max_never_expire() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -764,6 +765,7 @@ async fn limits_of_duration_max_never_expire() {
         .header_read_timeout(Duration::MAX)
         .keep_alive_timeout(Duration::MAX)
         .max_connection_age(Duration::MAX)
+        .http2_keep_alive_interval(Duration::MAX)
         .with_graceful_shutdown(async move {
             let _ = stopped.await;
         })
@@ -775,6 +777,24 @@ async fn limits_of_duration_max_never_expire() {
         .unwrap();
     let res = read_response(&mut tcp).await;
     assert!(res.starts_with("HTTP/1.1 200"), "{res}");
+    let h2 = TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(h2))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let res = send
+        .send_request(
+            Request::get("http://x/")
+                .body(Empty::<Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
+    // Idle a while: the ping timer is scheduled once the connection has nothing to do.
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(metrics.active(), 2, "{metrics:?}");
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(10), task)
         .await
@@ -782,7 +802,13 @@ async fn limits_of_duration_max_never_expire() {
         .unwrap()
         .unwrap();
     until_closed(&mut tcp).await;
-    assert_eq!(metrics.closed(CloseReason::Shutdown), 1, "{metrics:?}");
+    tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .expect("the HTTP/2 connection was not closed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(metrics.closed(CloseReason::Shutdown), 2, "{metrics:?}");
+    assert_eq!(metrics.closed(CloseReason::Error), 0, "{metrics:?}");
 }
 
 /// A handler that panics (under HTTP/1, hyper polls it on the connection's task, which it

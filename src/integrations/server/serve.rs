@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::conn::{self, ConnCtx, Limits, Phase, CUT, DRAINING};
 use super::metrics::ServeMetrics;
-use crate::clock::deadline_after;
+use crate::clock::{deadline_after, far_future};
 use crate::hyper::HyperTimer;
 use crate::Timer;
 
@@ -211,7 +211,8 @@ impl<S> Serve<S> {
     }
 
     /// Sends HTTP/2 keep-alive pings every `interval` (hyper's, on the wheel); a connection
-    /// whose ping is not answered within 20 s is closed.
+    /// whose ping is not answered within 20 s is closed. An interval too large for a deadline
+    /// (30 years or more, such as `Duration::MAX`) sends no pings.
     ///
     /// # Panics
     ///
@@ -428,6 +429,11 @@ impl<S> Serve<S> {
             .http1()
             .timer(hyper_timer.clone())
             .header_read_timeout(None);
+        // hyper adds the interval to a `std` instant, which panics on overflow: an interval
+        // that reaches the far future (`Duration::MAX`) means no pings, as the docs promise.
+        let now = Instant::now();
+        let http2_keep_alive_interval = http2_keep_alive_interval
+            .filter(|&i| now.checked_add(i).is_some_and(|at| at < far_future(now)));
         builder
             .http2()
             .timer(hyper_timer)
