@@ -514,6 +514,17 @@ const GOAWAY: u8 = 0x7;
 /// server's SETTINGS (and its PINGs, if `ack_pings`), and returns the types of the frames it
 /// received until the server closed the connection.
 async fn h2_frames_until_closed(addr: SocketAddr, ack_pings: bool) -> Vec<u8> {
+    let (frames, _) = h2_timed_frames_until_closed(addr, ack_pings).await;
+    frames.into_iter().map(|(ty, _)| ty).collect()
+}
+
+/// As [`h2_frames_until_closed`], with when each frame and the close arrived, counted from
+/// just before the connect.
+async fn h2_timed_frames_until_closed(
+    addr: SocketAddr,
+    ack_pings: bool,
+) -> (Vec<(u8, Duration)>, Duration) {
+    let start = Instant::now();
     let mut tcp = TcpStream::connect(addr).await.unwrap();
     tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
         .await
@@ -539,7 +550,7 @@ async fn h2_frames_until_closed(addr: SocketAddr, ack_pings: bool) -> Vec<u8> {
                     break;
                 }
                 let (ty, ack) = (buf[3], buf[4] & 1 == 1);
-                types.push(ty);
+                types.push((ty, start.elapsed()));
                 if ty == SETTINGS && !ack {
                     let _ = tcp.write_all(&[0, 0, 0, SETTINGS, 1, 0, 0, 0, 0]).await;
                 }
@@ -555,7 +566,7 @@ async fn h2_frames_until_closed(addr: SocketAddr, ack_pings: bool) -> Vec<u8> {
     tokio::time::timeout(Duration::from_secs(10), read)
         .await
         .expect("the server never closed the HTTP/2 connection");
-    types
+    (types, start.elapsed())
 }
 
 /// HTTP/2 is told from HTTP/1 with the keep-alive limit alone (no header-read limit): an idle
@@ -567,6 +578,35 @@ async fn http2_keep_alive_sends_goaway_without_a_header_read_limit() {
     let frames = h2_frames_until_closed(addr, true).await;
     assert!(frames.contains(&GOAWAY), "no GOAWAY: frames {frames:?}");
     closed(&metrics, CloseReason::KeepAlive).await;
+    task.abort();
+}
+
+/// The GOAWAY sent at the keep-alive limit starts a drain with a keep-alive period of its own
+/// (counted from the drain's start, not from when the connection fell idle): a client that
+/// never acknowledges it is closed one more period after the GOAWAY, not at once.
+#[tokio::test]
+async fn http2_keep_alive_goaway_gets_a_keep_alive_period_of_its_own() {
+    let limit = ms(300);
+    let s = server().await.keep_alive_timeout(limit);
+    let (addr, metrics, task) = start(s);
+    let (frames, closed_at) = h2_timed_frames_until_closed(addr, false).await;
+    let goaway_at = frames
+        .iter()
+        .find(|(ty, _)| *ty == GOAWAY)
+        .unwrap_or_else(|| panic!("no GOAWAY: frames {frames:?}"))
+        .1;
+    // Idle from the accept, which the client's clock starts just before.
+    assert!(
+        goaway_at >= limit * 9 / 10 && goaway_at < limit + Duration::from_secs(3),
+        "GOAWAY not at the keep-alive limit: {goaway_at:?}"
+    );
+    let held = closed_at - goaway_at;
+    assert!(
+        held >= limit * 6 / 10,
+        "closed {held:?} after the GOAWAY, not a keep-alive period"
+    );
+    closed(&metrics, CloseReason::KeepAlive).await;
+    assert_eq!(metrics.closed(CloseReason::Error), 0, "{metrics:?}");
     task.abort();
 }
 
