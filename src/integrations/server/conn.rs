@@ -178,8 +178,10 @@ fn next_due(
             best = Some((at, due));
         }
     };
-    // Both run while draining too: hyper waits for a head begun before the drain (its own
-    // header-read timer is off), and an HTTP/2 client may never answer the GOAWAY's ping.
+    // Both run while draining too: hyper waits for a connection's first head begun before the
+    // drain (its own header-read timer is off; a later partial head it drops, closing the
+    // idle keep-alive connection at once), and an HTTP/2 client may never answer the
+    // GOAWAY's ping.
     let head = match (st.h2, limits.header_read, st.head_since) {
         (false, Some(limit), Some(since)) => Some(deadline_after(since, limit)),
         _ => None,

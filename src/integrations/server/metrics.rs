@@ -30,7 +30,9 @@ pub enum CloseReason {
     HeaderRead,
     /// No request was in flight for the keep-alive timeout; or, while the connection was
     /// draining, for the keep-alive timeout since the drain began (an HTTP/2 client that never
-    /// acknowledged the GOAWAY).
+    /// acknowledged the GOAWAY). On HTTP/2 the keep-alive timeout drains the connection
+    /// (GOAWAY), and it is counted here when that drain ends, unless the shutdown timeout cuts
+    /// the drain first ([`ShutdownTimeout`](CloseReason::ShutdownTimeout)).
     KeepAlive,
     /// Nothing was read or written for the idle timeout (`IdleTimeout`).
     Idle,
@@ -39,8 +41,10 @@ pub enum CloseReason {
     MaxAge,
     /// Drained by the graceful shutdown, or closed at once if it had sent nothing yet.
     Shutdown,
-    /// Still open when the shutdown timeout (or the drain after the maximum age, under the
-    /// same limit) ran out: cut.
+    /// Still open when the shutdown timeout ran out: cut. It is counted from the shutdown
+    /// signal for the graceful shutdown, and from the drain's start for a drain the
+    /// connection began on its own: at its maximum age, or (HTTP/2) at the keep-alive timeout
+    /// with its GOAWAY.
     ShutdownTimeout,
     /// A transport or protocol error (a reset, a malformed request, ...), or the connection's
     /// task ended without closing it: a handler that hyper polls on the connection's task

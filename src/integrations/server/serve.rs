@@ -130,7 +130,9 @@ impl<S> Serve<S> {
     /// (or the idle limit) bounds it, so set one of them with this one.
     ///
     /// It still runs while the connection drains (graceful shutdown, maximum age): hyper
-    /// waits for a head begun before the drain, and this limit is what ends that wait.
+    /// waits for a connection's first request head begun before the drain, and this limit is
+    /// what ends that wait. A later head (after a keep-alive response) is not waited for: the
+    /// drain closes the connection at once, partial head and all.
     ///
     /// # Panics
     ///
@@ -158,6 +160,12 @@ impl<S> Serve<S> {
     /// with nothing in flight for `limit` since then is closed (also
     /// [`CloseReason::KeepAlive`](super::CloseReason::KeepAlive)), such as an HTTP/2 client
     /// that never acknowledges the GOAWAY.
+    ///
+    /// On HTTP/2 the drain this limit begins (its GOAWAY) is, like the drain at
+    /// [`max_connection_age`](Serve::max_connection_age), cut
+    /// [`shutdown_timeout`](Serve::shutdown_timeout) after it began, if that is set and the
+    /// drain has not ended by then: such a connection is counted
+    /// [`CloseReason::ShutdownTimeout`](super::CloseReason::ShutdownTimeout), not `KeepAlive`.
     ///
     /// # Panics
     ///
@@ -271,13 +279,17 @@ impl<S> Serve<S> {
     ///
     /// # Draining
     ///
-    /// A draining HTTP/1 connection closes once its request in flight is answered (at once if
-    /// there is none); an HTTP/2 one sends GOAWAY, finishes its open streams, and closes once
-    /// the client acknowledges the GOAWAY. What else ends a drain (the same for the drain at
-    /// [`max_connection_age`](Serve::max_connection_age)), each counted under its own
+    /// A draining HTTP/1 connection closes once its request in flight is answered, and at once
+    /// if there is none, a partial head of a later request included; a partial head of its
+    /// first request is waited for, until one of the limits below ends the wait. An HTTP/2
+    /// one sends GOAWAY, finishes its open streams, and closes once the client acknowledges
+    /// the GOAWAY. What else ends a drain (the same for the drain at
+    /// [`max_connection_age`](Serve::max_connection_age), and for an HTTP/2 connection's drain
+    /// at [`keep_alive_timeout`](Serve::keep_alive_timeout)), each counted under its own
     /// [`CloseReason`](super::CloseReason):
     ///
-    /// - [`shutdown_timeout`](Serve::shutdown_timeout): the whole drain;
+    /// - [`shutdown_timeout`](Serve::shutdown_timeout): the whole drain (counted from the
+    ///   signal, or from the start of a drain the connection began on its own);
     /// - [`header_read_timeout`](Serve::header_read_timeout): a request head still arriving;
     /// - [`keep_alive_timeout`](Serve::keep_alive_timeout): nothing in flight for that long
     ///   since the drain began (an HTTP/2 client that never acknowledges the GOAWAY);
@@ -298,8 +310,10 @@ impl<S> Serve<S> {
     }
 
     /// Cuts the connections still open `limit` after the shutdown signal (counted from the
-    /// signal), and the drain after [`max_connection_age`](Serve::max_connection_age) `limit`
-    /// after it began ([`CloseReason::ShutdownTimeout`](super::CloseReason::ShutdownTimeout)).
+    /// signal), and a drain a connection began on its own `limit` after it began: the drain at
+    /// [`max_connection_age`](Serve::max_connection_age), and an HTTP/2 connection's drain
+    /// (GOAWAY) at [`keep_alive_timeout`](Serve::keep_alive_timeout). Each is counted
+    /// [`CloseReason::ShutdownTimeout`](super::CloseReason::ShutdownTimeout).
     ///
     /// # Panics
     ///
