@@ -3,8 +3,8 @@
 //! Wheel time counts nanoseconds since the timer was built, in a `u64`: exact for any tick,
 //! and good for 584 years. Deadlines and "now" convert exactly; everything saturates instead
 //! of overflowing, and "now" stops one short of `u64::MAX`, so a deadline beyond the horizon
-//! (which saturates to `u64::MAX`) waits forever rather than firing early. A `DelayQueue`
-//! keeps a [`QueueClock`], whose wheel time starts years before its first reading.
+//! (which saturates to `u64::MAX`) waits forever rather than firing early. A `DelayQueue`'s
+//! clock starts years before its first reading ([`Clock::reaching_back`]).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -128,33 +128,17 @@ impl Clock {
     }
 }
 
-/// How far before its first reading a [`QueueClock`] starts (about nine years): deadlines
-/// already past by up to this much keep their order; wheel time then reaches about 575 years
-/// past the first reading.
-const QUEUE_CLOCK_REACH_BACK: Duration = Duration::from_nanos(1 << 58);
+/// How far before now [`Clock::reaching_back`] starts (about nine years): deadlines already
+/// past by up to this much keep their order; wheel time then reaches about 575 years ahead.
+const REACH_BACK: Duration = Duration::from_nanos(1 << 58);
 
-/// A `DelayQueue`'s clock: wheel time for its instants, and its readings of now.
-///
-/// Its origin lies well before its first reading, so deadlines that had already passed then
-/// convert to distinct wheel times and keep their order. Its readings never go back: with
-/// Tokio's `test-util` each paused runtime keeps a clock of its own, and a queue that moves
-/// between runtimes (or is filled outside one) may be read by a clock behind one it read
-/// before. The instants of such a clock are shifted forward by the difference, so what the
-/// queue saw stays seen, and an item inserted by that clock comes out no earlier than its
-/// deadline on it. Readings of one monotonic clock never shift anything.
-#[derive(Debug)]
-pub(crate) struct QueueClock {
-    clock: Clock,
-    /// Wheel time added to every conversion (0 unless a reading went back).
-    shift: u64,
-}
-
-impl QueueClock {
-    /// A clock reaching [`QUEUE_CLOCK_REACH_BACK`] before now, or as far back as this
-    /// platform's instants go.
-    pub(crate) fn new(tick: Duration) -> QueueClock {
+impl Clock {
+    /// A clock whose origin lies [`REACH_BACK`] before now (or as far back as this
+    /// platform's instants go), for a `DelayQueue`: deadlines that had already passed when it
+    /// started convert to distinct wheel times, and keep their order.
+    pub(crate) fn reaching_back(tick: Duration) -> Clock {
         let now = Instant::now();
-        let mut back = QUEUE_CLOCK_REACH_BACK;
+        let mut back = REACH_BACK;
         let origin = loop {
             match now.checked_sub(back) {
                 Some(origin) => break origin,
@@ -162,39 +146,7 @@ impl QueueClock {
                 None => break now,
             }
         };
-        QueueClock {
-            clock: Clock { origin, tick },
-            shift: 0,
-        }
-    }
-
-    /// The wheel time of `deadline`, exact, saturating at `u64::MAX`.
-    pub(crate) fn deadline_to_units(&self, deadline: Instant) -> u64 {
-        self.clock
-            .deadline_to_units(deadline)
-            .saturating_add(self.shift)
-    }
-
-    /// The wheel time of `now`, never before `seen` (the latest reading): a clock that reads
-    /// behind it has its instants shifted forward from then on. Saturates at `u64::MAX - 1`.
-    pub(crate) fn read(&mut self, now: Instant, seen: u64) -> u64 {
-        let units = self
-            .clock
-            .now_to_units(now)
-            .saturating_add(self.shift)
-            .min(u64::MAX - 1);
-        if units >= seen {
-            return units;
-        }
-        self.shift += seen - units;
-        seen
-    }
-
-    /// The instant of wheel time `units` on the clock read last, saturating at
-    /// [`far_future`] of `now`.
-    pub(crate) fn units_to_instant(&self, units: u64, now: Instant) -> Instant {
-        self.clock
-            .units_to_instant(units.saturating_sub(self.shift), now)
+        Clock { origin, tick }
     }
 }
 

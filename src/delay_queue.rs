@@ -55,7 +55,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
-use crate::clock::{clocks_can_pause, deadline_after, QueueClock};
+use crate::clock::{deadline_after, far_future, Clock};
 use crate::fallback::TokioSleep;
 use crate::sleep::Sleep;
 use crate::timer::Timer;
@@ -94,9 +94,11 @@ const WHEEL_SIZE: usize = 64;
 /// runtime's while it lives; once that runtime has shut down, the Tokio timer of the runtime
 /// current where the queue is polled (so polling it outside any runtime then panics, as
 /// above). A queue made by [`new`](DelayQueue::new) whose runtime has gone keeps items and
-/// keys and goes on that way on another runtime. (With Tokio's `test-util`, where each paused
-/// runtime keeps a clock of its own, a queue read by a clock behind one it read before waits
-/// by the clock it is polled by: no item comes out before its deadline on that clock.)
+/// keys and goes on that way on another runtime. (With Tokio's `test-util` each paused runtime
+/// keeps a clock of its own, and the queue keeps one timeline: a queue read by several such
+/// clocks, moved between paused runtimes or filled outside them, hands out by whichever
+/// clock it reads, and an item may then come out before its deadline as another clock reads
+/// it. A build without `test-util` has one clock.)
 ///
 /// # Examples
 ///
@@ -120,7 +122,7 @@ const WHEEL_SIZE: usize = 64;
 pub struct DelayQueue<T> {
     wheel: Wheel<Slot<T>>,
     /// Converts instants to the wheel's time (nanoseconds); started by the first insert.
-    clock: Option<QueueClock>,
+    clock: Option<Clock>,
     /// The wheel time of the latest clock reading: what is due at it is handed out without
     /// reading the clock again.
     seen: u64,
@@ -405,7 +407,6 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn insert_at(&mut self, value: T, deadline: Instant) -> Key {
-        self.observe_if_clocks_can_pause();
         let units = self.clock().deadline_to_units(deadline);
         let key = match self.wheel.insert(units, Slot { value, deadline }) {
             Ok(key) => key,
@@ -542,7 +543,6 @@ impl<T> DelayQueue<T> {
             panic!("tokio-timing-wheel: DelayQueue::reset: {key:?} names no item in this queue (removed or expired already)");
         };
         slot.deadline = deadline;
-        self.observe_if_clocks_can_pause();
         let units = self.started_clock().deadline_to_units(deadline);
         self.wheel.reschedule(inner, units);
         self.wake_if_before(units);
@@ -807,7 +807,7 @@ impl<T> DelayQueue<T> {
         if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             self.waker = Some(cx.waker().clone());
         }
-        // Set once the alarm has gone off in this poll.
+        // Set when the alarm went off in this poll (for a deadline before the far future).
         let mut went_off = false;
         loop {
             if let Some(item) = self.take_due() {
@@ -822,12 +822,13 @@ impl<T> DelayQueue<T> {
                 if let Some(item) = self.take_due() {
                     return Poll::Ready(Some(item));
                 }
-            } else if went_off {
-                // The alarm went off and the clock has not moved past what the queue saw:
-                // possible only where runtimes keep paused clocks of their own (Tokio's
-                // `test-util`), with the alarm's timer on another runtime than the current
-                // one, whose clock this queue reads. Wait by that clock from now on, on the
-                // current runtime's Tokio timer, rather than spin.
+            }
+            if went_off {
+                // The alarm went off for the first item's deadline, yet the clock this queue
+                // reads (the current runtime's) has not reached it: possible only where
+                // runtimes keep paused clocks of their own (Tokio's `test-util`), with the
+                // alarm's timer on another runtime, whose clock is ahead. Wait by the queue's
+                // clock from now on, on the current runtime's Tokio timer, rather than spin.
                 self.wait_here();
             }
             // Nothing is due: wait for the first item's exact deadline, not the start of its
@@ -846,12 +847,15 @@ impl<T> DelayQueue<T> {
                 self.disarm();
                 return Poll::Pending;
             }
-            let at = self.started_clock().units_to_instant(head, Instant::now());
+            let now = Instant::now();
+            let at = self.started_clock().units_to_instant(head, now);
             if self.poll_alarm(at, cx).is_pending() {
                 self.armed = head;
                 return Poll::Pending;
             }
-            went_off = true;
+            // (An alarm for the far future, `at` clamped short of the first deadline, may go
+            // off before it, and the loop then simply waits again.)
+            went_off = at < far_future(now);
         }
     }
 
@@ -936,36 +940,30 @@ impl<T> DelayQueue<T> {
 
     /// The clock, started now if this is the first use (the wheel's time then moves to the
     /// first reading, so the first items are filed in the lowest level they can be).
-    fn clock(&mut self) -> &mut QueueClock {
-        if self.clock.is_none() {
-            let mut clock = QueueClock::new(TICK);
-            self.seen = clock.read(Instant::now(), 0);
-            let _none = self.wheel.poll(self.seen);
-            self.clock = Some(clock);
-        }
-        self.clock.get_or_insert_with(|| QueueClock::new(TICK))
+    fn clock(&mut self) -> &Clock {
+        let clock = match self.clock.take() {
+            Some(clock) => clock,
+            None => {
+                let clock = Clock::reaching_back(TICK);
+                self.seen = clock.now_to_units(Instant::now());
+                debug_assert!(self.wheel.is_empty(), "items before the clock started");
+                let _none = self.wheel.poll(self.seen);
+                clock
+            }
+        };
+        self.clock.insert(clock)
     }
 
-    /// Reads the clock (`now`): the queue's time moves on to it, never back (see
-    /// [`QueueClock::read`]). Returns the reading.
+    /// Reads the clock (`now`): the queue's time moves on to it (never back). Returns the
+    /// queue's time.
     fn observe(&mut self, now: Instant) -> u64 {
-        let seen = self.seen;
-        self.seen = self.clock().read(now, seen);
+        let units = self.clock().now_to_units(now);
+        self.seen = self.seen.max(units);
         self.seen
     }
 
-    /// Reads the clock before an instant the caller gives is converted, where runtimes may
-    /// keep paused clocks of their own (Tokio's `test-util`): that instant may be on another
-    /// clock than the queue's last reading, and one behind it must shift (see [`QueueClock`]).
-    /// A build without `test-util` has one clock, and spares the read.
-    fn observe_if_clocks_can_pause(&mut self) {
-        if clocks_can_pause() {
-            self.observe(Instant::now());
-        }
-    }
-
     /// The clock, which the first insert started.
-    fn started_clock(&self) -> &QueueClock {
+    fn started_clock(&self) -> &Clock {
         self.clock
             .as_ref()
             .expect("an item was inserted, which started the clock")
@@ -1042,7 +1040,7 @@ impl<T> std::fmt::Debug for DelayQueue<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let waits_on = match (&self.alarm, self.armed) {
             (_, u64::MAX) => None,
-            (HeadSleep::Tokio(_), _) => Some("tokio (the timer shut down)"),
+            (HeadSleep::Tokio(_), _) => Some("tokio (the timer shut down, or reads another clock)"),
             _ => Some("the wheel"),
         };
         let waits_until = match (&self.clock, waits_on) {
