@@ -98,7 +98,9 @@ const WHEEL_SIZE: usize = 64;
 /// keeps a clock of its own, and the queue keeps one timeline: a queue read by several such
 /// clocks, moved between paused runtimes or filled outside them, hands out by whichever
 /// clock it reads, and an item may then come out before its deadline as another clock reads
-/// it. A build without `test-util` has one clock.)
+/// it; a queue whose timer is on a runtime whose clock is behind the one it is polled by
+/// waits by the timer's clock, so its items come out late by the difference. A build
+/// without `test-util` has one clock.)
 ///
 /// # Examples
 ///
