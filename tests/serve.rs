@@ -153,6 +153,30 @@ async fn read_response(tcp: &mut TcpStream) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// Connects over HTTP/2 (prior knowledge), drives the connection in a task, and sends one
+/// GET for `uri`: the request handle (keep it: dropping it lets the client close the
+/// connection), the response, and the connection's task (it ends when the connection closes).
+async fn h2_get(
+    addr: SocketAddr,
+    uri: &str,
+) -> (
+    hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    Response<Incoming>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let res = send
+        .send_request(Request::get(uri).body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .unwrap();
+    (send, res, conn)
+}
+
 #[tokio::test]
 async fn http1_and_http2_over_one_listener() {
     let (addr, metrics, task) = start(server().await);
@@ -169,20 +193,7 @@ async fn http1_and_http2_over_one_listener() {
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
     // HTTP/2, prior knowledge.
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
-    let res = send
-        .send_request(
-            Request::get("http://x/")
-                .body(Empty::<Bytes>::new())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let (_send, res, _conn) = h2_get(addr, "http://x/").await;
     assert_eq!(res.version(), http::Version::HTTP_2);
     assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
     assert_eq!(metrics.accepted(), 2);
@@ -444,20 +455,7 @@ async fn max_age_drains_http1_with_connection_close() {
 async fn max_age_drains_http2_with_goaway() {
     let s = server().await.max_connection_age(ms(100));
     let (addr, metrics, task) = start(s);
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
-            .await
-            .unwrap();
-    let conn = tokio::spawn(conn);
-    let res = send
-        .send_request(
-            Request::get("http://x/slow/300")
-                .body(Empty::<Bytes>::new())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let (_send, res, conn) = h2_get(addr, "http://x/slow/300").await;
     assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
     tokio::time::timeout(Duration::from_secs(10), conn)
         .await
@@ -477,20 +475,7 @@ async fn http2_idle_connection_gets_keep_alive_not_header_read() {
         .header_read_timeout(ms(50))
         .keep_alive_timeout(ms(300));
     let (addr, metrics, task) = start(s);
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
-            .await
-            .unwrap();
-    let conn = tokio::spawn(conn);
-    let res = send
-        .send_request(
-            Request::get("http://x/slow/100")
-                .body(Empty::<Bytes>::new())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let (_send, res, conn) = h2_get(addr, "http://x/slow/100").await;
     assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
     let idle = Instant::now();
     tokio::time::timeout(Duration::from_secs(10), conn)
@@ -817,20 +802,7 @@ async fn limits_of_duration_max_never_expire() {
         .unwrap();
     let res = read_response(&mut tcp).await;
     assert!(res.starts_with("HTTP/1.1 200"), "{res}");
-    let h2 = TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(h2))
-            .await
-            .unwrap();
-    let conn = tokio::spawn(conn);
-    let res = send
-        .send_request(
-            Request::get("http://x/")
-                .body(Empty::<Bytes>::new())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let (_send, res, conn) = h2_get(addr, "http://x/").await;
     assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
     // Idle a while: the ping timer is scheduled once the connection has nothing to do.
     tokio::time::sleep(ms(100)).await;
