@@ -942,18 +942,22 @@ impl<T> DelayQueue<T> {
 
     /// The clock, started now if this is the first use (the wheel's time then moves to the
     /// first reading, so the first items are filed in the lowest level they can be).
+    #[inline]
     fn clock(&mut self) -> &Clock {
-        let clock = match self.clock.take() {
-            Some(clock) => clock,
-            None => {
-                let clock = Clock::reaching_back(TICK);
-                self.seen = clock.now_to_units(Instant::now());
-                debug_assert!(self.wheel.is_empty(), "items before the clock started");
-                let _none = self.wheel.poll(self.seen);
-                clock
-            }
-        };
-        self.clock.insert(clock)
+        if self.clock.is_none() {
+            self.start_clock();
+        }
+        self.started_clock()
+    }
+
+    /// Starts the clock (see [`clock`](Self::clock)).
+    #[cold]
+    fn start_clock(&mut self) {
+        let clock = Clock::reaching_back(TICK);
+        self.seen = clock.now_to_units(Instant::now());
+        debug_assert!(self.wheel.is_empty(), "items before the clock started");
+        let _none = self.wheel.poll(self.seen);
+        self.clock = Some(clock);
     }
 
     /// Reads the clock (`now`): the queue's time moves on to it (never back). Returns the
