@@ -744,6 +744,20 @@ async fn long_periods_allocate_nothing_per_tick() {
     }
 }
 
+/// An interval carried over from a runtime that is gone ticks on the current (paused) one,
+/// every 10 ms, neither spinning nor stopping. (Each paused runtime has its own clock: the
+/// schedule carried over is in the past here, so its first ticks would catch up at once,
+/// Burst; Delay moves the schedule to now.)
+async fn ticks_on_the_current_runtime(i: &mut Interval) {
+    i.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    i.tick().await;
+    let start = Instant::now();
+    for _ in 0..3 {
+        i.tick().await;
+    }
+    assert_eq!(start.elapsed(), ms(30), "ticks neither spin nor stop");
+}
+
 /// The same when the timer was shut down before its runtime: the interval then waits on its
 /// runtime's Tokio timer, and must still move to the current runtime once that one is gone
 /// (the timer's shutdown had ended the task that tells it of its runtime's, and Tokio
@@ -761,15 +775,7 @@ fn an_interval_of_a_timer_shut_down_before_its_runtime_moves_on_when_the_runtime
     });
     drop(first);
     let second = paused_runtime();
-    second.block_on(async {
-        i.set_missed_tick_behavior(tokio_timing_wheel::MissedTickBehavior::Delay);
-        i.tick().await;
-        let start = Instant::now();
-        for _ in 0..3 {
-            i.tick().await;
-        }
-        assert_eq!(start.elapsed(), ms(30), "ticks neither spin nor stop");
-    });
+    second.block_on(ticks_on_the_current_runtime(&mut i));
     // A new interval of the shut-down timer, made once its runtime is gone, ticks too (its
     // schedule starts on the gone runtime's paused clock, so only that it ticks is checked).
     let third = paused_runtime();
@@ -796,15 +802,7 @@ fn after_its_runtime_is_gone_an_interval_ticks_on_the_current_runtime() {
     drop(first);
     let second = paused_runtime();
     second.block_on(async {
-        // (Each paused runtime has its own clock: the schedule carried over is in the past
-        // here, so the first ticks catch up at once, Burst.)
-        i.set_missed_tick_behavior(tokio_timing_wheel::MissedTickBehavior::Delay);
-        i.tick().await;
-        let start = Instant::now();
-        for _ in 0..3 {
-            i.tick().await;
-        }
-        assert_eq!(start.elapsed(), ms(30), "ticks neither spin nor stop");
+        ticks_on_the_current_runtime(&mut i).await;
         assert!(format!("{i:?}").contains("tokio"));
     });
     drop(second);
