@@ -54,7 +54,7 @@ const MAX_PERIOD: Duration = Duration::from_secs(86_400 * 365 * 30);
 pub fn interval(period: Duration) -> Interval {
     check_period(period);
     let shard = crate::timer::default::current_shard_of_task();
-    let start = shard.now();
+    let start = shard.now_where_waiting();
     Interval::new(shard, start, period)
 }
 
@@ -124,7 +124,11 @@ impl Timer {
     #[track_caller]
     pub fn interval(&self, period: Duration) -> Interval {
         check_period(period);
-        Interval::new(self.shard().clone(), self.shard().now(), period)
+        Interval::new(
+            self.shard().clone(),
+            self.shard().now_where_waiting(),
+            period,
+        )
     }
 
     /// Creates an [`Interval`] on this timer that ticks every `period`, the first tick at
@@ -320,8 +324,10 @@ enum Wait {
 /// spin: from then on it waits on Tokio's own timer (one allocation), keeping its schedule.
 /// That is the timer's runtime's Tokio timer while that runtime lives; once the runtime has
 /// shut down (which shuts its timers down), an interval still polled elsewhere falls back to
-/// the Tokio timer of the runtime current where it is polled, and polling it outside any
-/// runtime then panics, as `tokio::time::Interval` does there. (A `Sleep` resolves at a
+/// the Tokio timer of the runtime current where it is polled, and reads that runtime's clock
+/// from then on (for missed ticks and the `reset*` methods; with Tokio's `test-util` each
+/// runtime may have a paused clock of its own), as does an interval made on such a timer;
+/// polling it outside any runtime then panics, as `tokio::time::Interval` does there. (A `Sleep` resolves at a
 /// shutdown instead: it has only one completion to give.)
 ///
 /// # Examples
@@ -371,6 +377,12 @@ impl Interval {
         self.shard
             .as_ref()
             .expect("an Interval has its shard until dropped")
+    }
+
+    /// The clock the ticks are on: the timer's runtime's, or once that runtime is gone, the
+    /// current runtime's, whose Tokio timer the interval then waits on (see "Shutdown").
+    fn now(&self) -> Instant {
+        self.shard().now_where_waiting()
     }
 
     /// Completes at the next tick, returning its scheduled instant.
@@ -446,7 +458,7 @@ impl Interval {
 
     fn poll_tick_inner(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         if self.due {
-            return Poll::Ready(self.fire(self.shard().now()));
+            return Poll::Ready(self.fire(self.now()));
         }
         if let Wait::Filed {
             key,
@@ -456,7 +468,7 @@ impl Interval {
             // Just ticked: file the entry for the next tick and wait, reading no clock.
             return self.file(key, cx);
         }
-        let now = self.shard().now();
+        let now = self.now();
         if self.next <= now {
             return Poll::Ready(self.fire(now));
         }
@@ -555,7 +567,7 @@ impl Interval {
         let ready = sleep.poll_until(self.next, cx).is_ready();
         self.wait = Wait::Tokio(sleep);
         if ready {
-            Poll::Ready(self.fire(self.shard().now()))
+            Poll::Ready(self.fire(self.now()))
         } else {
             Poll::Pending
         }
@@ -608,7 +620,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset(&mut self) {
-        let now = self.shard().now();
+        let now = self.now();
         self.set_next(deadline_after(now, self.period), now);
     }
 
@@ -635,7 +647,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_immediately(&mut self) {
-        let now = self.shard().now();
+        let now = self.now();
         self.set_next(now, now);
     }
 
@@ -663,7 +675,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
-        let now = self.shard().now();
+        let now = self.now();
         self.set_next(deadline_after(now, after), now);
     }
 
@@ -692,7 +704,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_at(&mut self, deadline: Instant) {
-        self.set_next(deadline, self.shard().now());
+        self.set_next(deadline, self.now());
     }
 
     /// The period between ticks.

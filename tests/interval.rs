@@ -746,8 +746,8 @@ async fn long_periods_allocate_nothing_per_tick() {
 
 /// An interval carried over from a runtime that is gone ticks on the current (paused) one,
 /// every 10 ms, neither spinning nor stopping. (Each paused runtime has its own clock: the
-/// schedule carried over is in the past here, so its first ticks would catch up at once,
-/// Burst; Delay moves the schedule to now.)
+/// schedule carried over may be in the past here, and its first ticks would then catch up at
+/// once, Burst; Delay moves the schedule to now.)
 async fn ticks_on_the_current_runtime(i: &mut Interval) {
     i.set_missed_tick_behavior(MissedTickBehavior::Delay);
     i.tick().await;
@@ -776,8 +776,8 @@ fn an_interval_of_a_timer_shut_down_before_its_runtime_moves_on_when_the_runtime
     drop(first);
     let second = paused_runtime();
     second.block_on(ticks_on_the_current_runtime(&mut i));
-    // A new interval of the shut-down timer, made once its runtime is gone, ticks too (its
-    // schedule starts on the gone runtime's paused clock, so only that it ticks is checked).
+    // A new interval of the shut-down timer, made once its runtime is gone, ticks too (on
+    // the current runtime's clock: see the test after the next).
     let third = paused_runtime();
     third.block_on(async {
         let mut j = timer.interval(ms(10));
@@ -811,4 +811,60 @@ fn after_its_runtime_is_gone_an_interval_ticks_on_the_current_runtime() {
     }));
     let msg = common::panic_message(&*outside.unwrap_err());
     assert!(msg.contains("no Tokio runtime is current"), "{msg}");
+}
+
+/// Carried over to another runtime once its own is gone, an interval waits on the current
+/// runtime's Tokio timer, so it must read that runtime's clock too: a stall there is a stall
+/// (Delay restarts one period after the late tick), and `reset` waits one period of it.
+/// (Each paused runtime has a clock of its own; the gone one's stopped when it went.)
+#[test]
+fn after_its_runtime_is_gone_an_interval_reads_the_clock_it_waits_on() {
+    let first = paused_runtime();
+    let mut i = first.block_on(async {
+        let mut i = interval(ms(10));
+        i.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        i.tick().await;
+        i.tick().await;
+        i
+    });
+    drop(first);
+    let second = paused_runtime();
+    second.block_on(async {
+        // Far past the schedule carried over, whatever the two clocks' origins.
+        time::advance(Duration::from_secs(3600)).await;
+        i.tick().await; // late: Delay restarts the schedule from now
+        let now = Instant::now();
+        assert_eq!(i.tick().await, now + ms(10), "Delay: one period after now");
+        assert_eq!(Instant::now(), now + ms(10));
+        // A stall on this runtime's clock.
+        time::advance(ms(100)).await;
+        assert_eq!(i.tick().await, now + ms(20), "the missed tick, at once");
+        let late = Instant::now();
+        assert_eq!(i.tick().await, late + ms(10), "Delay, after a stall");
+        i.reset();
+        let reset = Instant::now();
+        assert_eq!(i.tick().await, reset + ms(10), "reset: one period from now");
+        assert_eq!(Instant::now(), reset + ms(10));
+    });
+}
+
+/// A new interval of a timer whose runtime is gone starts at once, on the current runtime's
+/// clock, whatever the gone runtime's clock said.
+#[test]
+fn an_interval_made_after_its_timers_runtime_is_gone_starts_now() {
+    let first = paused_runtime();
+    let timer = first.block_on(async {
+        let timer = Timer::builder().build().unwrap();
+        time::advance(Duration::from_secs(3600)).await; // the first runtime's clock runs ahead
+        timer
+    });
+    drop(first);
+    let second = paused_runtime();
+    second.block_on(async {
+        let start = Instant::now();
+        let mut i = timer.interval(ms(10));
+        assert_eq!(i.tick().await, start, "the first tick is immediate");
+        assert_eq!(i.tick().await, start + ms(10));
+        assert_eq!(Instant::now(), start + ms(10));
+    });
 }

@@ -390,6 +390,14 @@ impl Shard {
         self.driver.now()
     }
 
+    /// The current instant on the clock of the timer's runtime while it lives, and once it is
+    /// gone on the current runtime's, where what falls back on Tokio's timer then waits (see
+    /// `fallback`): for an owner that may wait there (`Interval`).
+    #[inline]
+    pub(crate) fn now_where_waiting(&self) -> Instant {
+        self.driver.now_where_waiting()
+    }
+
     /// Whether the timer has shut down.
     #[inline]
     pub(crate) fn is_shutdown(&self) -> bool {

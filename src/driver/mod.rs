@@ -210,6 +210,21 @@ impl Driver {
         self.now_on_runtime()
     }
 
+    /// [`now`](Self::now), except that once the timer's runtime is gone it reads the current
+    /// runtime's clock: the clock of the Tokio timer that what falls back on one then waits on
+    /// (see `fallback`). Without `test-util` every runtime reads the same clock, and this is
+    /// [`now`](Self::now).
+    #[inline]
+    pub(crate) fn now_where_waiting(&self) -> Instant {
+        if !self.clocks_can_pause {
+            return Instant::now();
+        }
+        if self.runtime_gone() {
+            return Instant::now(); // the current runtime's clock
+        }
+        self.now_on_runtime()
+    }
+
     /// [`now`](Self::now) in a build whose runtimes can pause their clocks: out of line, so
     /// that the common path above inlines into its callers.
     #[cold]
