@@ -89,6 +89,15 @@ impl TokioSleep {
         }
         self.sleep.as_mut().poll(cx)
     }
+
+    /// Moves the deadline now, as Tokio's `Sleep::reset`: the task waiting on the sleep is
+    /// woken if `deadline` has passed, and at `deadline` otherwise (for an owner whose
+    /// deadline moved between polls, possibly sooner).
+    pub(crate) fn reset(&mut self, deadline: Instant) {
+        if self.sleep.deadline() != deadline {
+            self.sleep.as_mut().reset(deadline);
+        }
+    }
 }
 
 /// A sleep on the timer's runtime, or on the current one if the timer's has shut down (and

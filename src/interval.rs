@@ -574,26 +574,37 @@ impl Interval {
     }
 
     /// Moves the next tick to `next` (the clock read `now`), re-filing the entry at once so
-    /// the clock alone tells the next poll whether it has come.
+    /// the clock alone tells the next poll whether it has come, and waking a task waiting for
+    /// the tick if `next` has come already (as Tokio's reset sleep fires).
     fn set_next(&mut self, next: Instant, now: Instant) {
         self.next = next;
         self.due = next <= now;
-        let Wait::Filed { key, current } = &mut self.wait else {
-            return;
+        let (key, current) = match &mut self.wait {
+            Wait::Unregistered => return, // no poll waits
+            // Tokio's reset: wakes the task waiting on the sleep if `next` has come, else
+            // re-arms it for `next` (which may be sooner than the instant it waited for).
+            Wait::Tokio(sleep) => return sleep.reset(next),
+            Wait::Filed { key, current } => (*key, current),
         };
+        // `current`: the last poll waited for the entry, or a reset filed it since.
+        let waiting = *current;
         // A due tick completes without the entry; the poll after it files the entry.
         *current = !self.due;
-        if *current {
-            let key = *key;
-            let shard = self.shard();
-            // The entry may be parked (its waker taken by the firing): file it with the
-            // waker the interval last polled with. A `false` (a shutdown took the entry) is
-            // noticed by the next poll.
-            match &self.waker {
-                Some(waker) => shard.reschedule_persistent_at(key, next, waker),
-                None => shard.reschedule_at(key, next),
-            };
+        if self.due {
+            // The entry would wake the waiting task only at the tick's old instant.
+            if let (true, Some(waker)) = (waiting, &self.waker) {
+                waker.wake_by_ref();
+            }
+            return;
         }
+        let shard = self.shard();
+        // The entry may be parked (its waker taken by the firing): file it with the waker
+        // the interval last polled with. A `false` (a shutdown took the entry) is noticed by
+        // the next poll.
+        match &self.waker {
+            Some(waker) => shard.reschedule_persistent_at(key, next, waker),
+            None => shard.reschedule_at(key, next),
+        };
     }
 
     /// Resets the interval so that the next tick comes one period from now, whatever was
@@ -685,6 +696,8 @@ impl Interval {
     /// A deadline in the past makes the next tick complete at once, and the
     /// [`MissedTickBehavior`] then decides the one after it. A deadline further away than
     /// the period is waited for all the same. Ticks missed before the reset are forgotten.
+    /// As with Tokio's, a task waiting for the tick (an interval shared behind a lock) is
+    /// woken at the new deadline, at once if it has passed; so with every `reset*` method.
     ///
     /// # Examples
     ///

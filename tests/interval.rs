@@ -868,3 +868,51 @@ fn an_interval_made_after_its_timers_runtime_is_gone_starts_now() {
         assert_eq!(Instant::now(), start + ms(10));
     });
 }
+
+/// A reset that brings the next tick to now, or nearer, wakes the task waiting for it, as
+/// Tokio's does (its sleep, reset, fires): an interval shared behind a lock may be reset by
+/// another task than the one waiting on it. Without the wake, the waiting task slept on until
+/// the tick's old instant, here a minute late.
+#[tokio::test(start_paused = true)]
+async fn a_reset_that_brings_the_tick_nearer_wakes_the_waiting_task() {
+    type Reset = fn(&mut Interval);
+    let resets: [(&str, Reset); 4] = [
+        ("reset_immediately", |i| i.reset_immediately()),
+        ("reset_at(now)", |i| i.reset_at(Instant::now())),
+        ("reset_at(the past)", |i| i.reset_at(Instant::now() - ms(5))),
+        ("reset_after(0)", |i| i.reset_after(Duration::ZERO)),
+    ];
+    for (name, reset) in resets {
+        let mut i = task::spawn(interval(Duration::from_secs(60)));
+        assert_ready!(poll_next(&mut i));
+        assert_pending!(poll_next(&mut i)); // waits for the tick a minute away
+        reset(&mut i);
+        assert!(i.is_woken(), "{name} did not wake the waiting task");
+        let now = Instant::now();
+        assert_ready!(poll_next(&mut i));
+        assert_eq!(Instant::now(), now);
+    }
+
+    // After a shutdown the interval waits on Tokio's timer: a reset to a nearer instant
+    // wakes it then, not at the old one.
+    let timer = Timer::builder().build().unwrap();
+    let mut i = task::spawn(timer.interval(Duration::from_secs(60)));
+    assert_ready!(poll_next(&mut i));
+    timer.shutdown();
+    assert_pending!(poll_next(&mut i));
+    let now = Instant::now();
+    i.reset_after(ms(10));
+    step(ms(10)).await;
+    assert!(
+        i.is_woken(),
+        "a reset after a shutdown did not wake at its instant"
+    );
+    assert_ready_eq!(poll_next(&mut i), now + ms(10));
+    assert_pending!(poll_next(&mut i));
+    i.reset_immediately();
+    assert!(
+        i.is_woken(),
+        "reset_immediately after a shutdown did not wake the task"
+    );
+    assert_ready_eq!(poll_next(&mut i), now + ms(10));
+}
