@@ -662,8 +662,8 @@ impl Interval {
         self.set_next(now, now);
     }
 
-    /// Resets the interval so that the next tick comes `after` from now; a duration too large
-    /// to add (such as `Duration::MAX`) means about 30 years.
+    /// Resets the interval so that the next tick comes `after` from now; a duration longer
+    /// than about 30 years (such as `Duration::MAX`) means about 30 years, as in Tokio.
     ///
     /// Equivalent to `reset_at(Instant::now() + after)`.
     ///
@@ -687,7 +687,7 @@ impl Interval {
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
         let now = self.now();
-        self.set_next(deadline_after(now, after), now);
+        self.set_next(deadline_after(now, after.min(MAX_PERIOD)), now);
     }
 
     /// Resets the interval so that the next tick comes at `deadline`; the ticks after it

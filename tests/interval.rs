@@ -916,3 +916,26 @@ async fn a_reset_that_brings_the_tick_nearer_wakes_the_waiting_task() {
     );
     assert_ready_eq!(poll_next(&mut i), now + ms(10));
 }
+
+/// `reset_after` caps its duration at about 30 years, as Tokio's does (`safe_delay`), not only
+/// a duration too large to add: a longer one ticks at 30 years, as the period does.
+#[tokio::test(start_paused = true)]
+async fn reset_after_caps_a_long_duration_at_about_thirty_years_as_tokio() {
+    let thirty_years = Duration::from_secs(86_400 * 365 * 30);
+    let century = thirty_years * 4;
+    let start = Instant::now();
+    let mut theirs = task::spawn(tokio::time::interval(ms(10)));
+    assert_ready!(theirs.enter(|cx, mut i| i.poll_tick(cx)));
+    theirs.reset_after(century);
+    let mut ours = task::spawn(interval(ms(10)));
+    assert_ready!(poll_next(&mut ours));
+    ours.reset_after(century);
+    assert_pending!(poll_next(&mut ours));
+    time::advance(thirty_years).await;
+    assert_ready_eq!(
+        theirs.enter(|cx, mut i| i.poll_tick(cx)),
+        start + thirty_years,
+        "baseline"
+    );
+    assert_ready_eq!(poll_next(&mut ours), start + thirty_years);
+}
