@@ -164,7 +164,7 @@ impl Timer {
 fn check_period(period: Duration) {
     assert!(
         !period.is_zero(),
-        "tokio-timing-wheel: an interval's `period` must be non-zero"
+        "tokio-timing-wheel: an interval's `period` must be non-zero."
     );
 }
 
