@@ -71,6 +71,25 @@ pub(crate) fn deadline_after(now: Instant, dur: Duration) -> Instant {
     now.checked_add(dur).unwrap_or_else(|| far_future(now))
 }
 
+/// Farther than wheel time reaches from any origin at or before now (2^64 ns is about 584.5
+/// years): a deadline this far converts to `u64::MAX`, which time never reaches.
+const BEYOND_HORIZON: Duration = Duration::from_secs(600 * 365 * 86_400);
+
+/// A timeout's deadline: `now + dur`, or for a duration too large to add, a deadline never
+/// reached (past the horizon; [`far_future`] where instants do not reach that far), as
+/// Tokio's `timeout` then sets no deadline at all.
+#[inline]
+pub(crate) fn deadline_after_or_never(now: Instant, dur: Duration) -> Instant {
+    now.checked_add(dur).unwrap_or_else(|| never_after(now))
+}
+
+/// A deadline past the horizon of every clock started at or before `now`.
+#[cold]
+fn never_after(now: Instant) -> Instant {
+    now.checked_add(BEYOND_HORIZON)
+        .unwrap_or_else(|| far_future(now))
+}
+
 /// Converts instants to wheel time (nanoseconds since an origin) and back.
 #[derive(Debug)]
 pub(crate) struct Clock {
@@ -191,6 +210,8 @@ mod tests {
         assert_eq!(Clock::new(Duration::MAX).tick_units(), u64::MAX);
     }
 
+    const YEAR_MS: Duration = Duration::from_millis(365 * 86_400_000);
+
     #[tokio::test(start_paused = true)]
     async fn saturates_instead_of_overflowing_and_never_fires_past_the_horizon() {
         let c = Clock::new(Duration::from_nanos(1));
@@ -218,5 +239,9 @@ mod tests {
         assert_eq!(c.deadline_to_units(beyond), u64::MAX);
         assert_eq!(c.now_to_units(beyond), u64::MAX - 1);
         assert_eq!(deadline_after(now, Duration::MAX), far_future(now));
+        // A timeout's overflowing deadline is past the horizon: never reached.
+        let never = deadline_after_or_never(now, Duration::MAX);
+        assert_eq!(c.deadline_to_units(never), u64::MAX);
+        assert_eq!(deadline_after_or_never(now, YEAR_MS), now + YEAR_MS);
     }
 }

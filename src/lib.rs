@@ -85,7 +85,8 @@
 //! - **Exactly once.** A delayed task either runs once or is cancelled once
 //!   ([`DelayedTask::cancel`] returns `true` only for the call that stopped it).
 //! - **Bad input gets an answer**: zero and past deadlines complete on the first poll;
-//!   `Duration::MAX` and other overflowing deadlines saturate (about 30 years) and never panic;
+//!   `Duration::MAX` and other overflowing deadlines saturate (about 30 years; a timeout of a
+//!   duration too large to add never elapses, as Tokio's) and never panic;
 //!   a full timer returns [`TimerError::Full`] from the `try_*` methods; a panicking delayed
 //!   task is caught and reported as [`DelayedError::is_panic`].
 //! - **Shutdown resolves everything** (see [`Timer::shutdown`]): pending sleeps complete,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::task::noop_waker_ref;
 use tokio::time::Instant;
 
-use crate::clock::deadline_after;
+use crate::clock::{deadline_after, deadline_after_or_never};
 use crate::driver::entry::{Outcome, TimerEntry};
 use crate::driver::shard::Shard;
 use crate::error::TimerError;
@@ -152,12 +152,29 @@ impl Sleep {
     /// A sleep of `duration` from now: a zero duration has elapsed already.
     #[inline]
     pub(crate) fn after(shard: Arc<Shard>, duration: Duration) -> Sleep {
+        Sleep::after_with(shard, duration, deadline_after)
+    }
+
+    /// A timeout's delay of `duration` from now: as [`after`](Self::after), but a duration too
+    /// large to add never elapses (Tokio's `timeout` then has no delay at all).
+    #[inline]
+    pub(crate) fn for_timeout(shard: Arc<Shard>, duration: Duration) -> Sleep {
+        Sleep::after_with(shard, duration, deadline_after_or_never)
+    }
+
+    /// A sleep of `duration` from now, its deadline computed by `deadline`.
+    #[inline(always)]
+    fn after_with(
+        shard: Arc<Shard>,
+        duration: Duration,
+        deadline: fn(Instant, Duration) -> Instant,
+    ) -> Sleep {
         // A zero duration checks the clock on first poll, where it completes: until then it
         // has not elapsed (as in Tokio, `is_elapsed` answers for a polled sleep).
         let state = State::Idle {
             check_clock: duration.is_zero(),
         };
-        let deadline = deadline_after(shard.now(), duration);
+        let deadline = deadline(shard.now(), duration);
         Sleep {
             entry: TimerEntry::new(shard, state),
             deadline,

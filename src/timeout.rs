@@ -8,7 +8,7 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
-use crate::clock::deadline_after;
+use crate::clock::deadline_after_or_never;
 use crate::error::{Elapsed, TimerError};
 use crate::sleep::Sleep;
 use crate::timer::Timer;
@@ -19,8 +19,8 @@ use crate::timer::Timer;
 /// `Ok` even with a zero `duration`, and never touches the wheel. The timer is registered only
 /// when the future first returns `Pending`, and removed when it completes or the `Timeout` is
 /// dropped: the common case of an RPC that answers in time costs one insert and one O(1)
-/// removal. A `duration` too large to add (such as `Duration::MAX`) means about 30 years. As
-/// with [`sleep_wheel`](crate::sleep_wheel), a first poll that comes only after the deadline
+/// removal. A `duration` too large to add (such as `Duration::MAX`) sets no deadline, as in
+/// Tokio: the timeout never elapses (a shutdown of the timer still resolves it). As with [`sleep_wheel`](crate::sleep_wheel), a first poll that comes only after the deadline
 /// has passed reads no clock, and the timeout elapses on the driver's next pass;
 /// [`timeout_at`] checks the clock on first poll.
 ///
@@ -56,7 +56,7 @@ use crate::timer::Timer;
 #[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     let shard = crate::timer::default::current_shard_of_task();
-    Timeout::new(future.into_future(), Sleep::after(shard, duration))
+    Timeout::new(future.into_future(), Sleep::for_timeout(shard, duration))
 }
 
 /// Requires `future` to complete before `deadline`, on the current runtime's default timer.
@@ -134,7 +134,8 @@ impl<T> Timeout<T> {
         self.value
     }
 
-    /// The deadline.
+    /// The deadline. For a duration too large to add (see [`timeout`]), an instant past what
+    /// the timer's clock reaches (about 600 years ahead), which is never reached.
     pub fn deadline(&self) -> Instant {
         self.delay.deadline()
     }
@@ -184,7 +185,10 @@ impl Timer {
     ///
     /// When polled, if the timer is full (see [`sleep`](Timer::sleep)).
     pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-        Timeout::new(future.into_future(), self.sleep(duration))
+        Timeout::new(
+            future.into_future(),
+            Sleep::for_timeout(self.shard().clone(), duration),
+        )
     }
 
     /// Requires `future` to complete before `deadline` (see [`timeout_at`](crate::timeout_at)).
@@ -212,7 +216,7 @@ impl Timer {
         duration: Duration,
         future: F,
     ) -> Result<Timeout<F::IntoFuture>, TimerError> {
-        self.try_timeout_at(deadline_after(self.now(), duration), future)
+        self.try_timeout_at(deadline_after_or_never(self.now(), duration), future)
     }
 
     /// Like [`timeout_at`](Timer::timeout_at), but takes the timer slot now and returns an

@@ -669,3 +669,35 @@ async fn timeouts_answer_as_tokios_whatever_the_budget() {
         poll!(Same, budget, "zero, pending inner" => ERR);
     }
 }
+
+/// As Tokio's: a duration too large to add to now sets no deadline, so the timeout never
+/// elapses, however far (paused) time moves; in paused time Tokio's clock is not made to jump
+/// to a far "deadline" either.
+#[tokio::test(start_paused = true)]
+async fn a_duration_too_large_to_add_never_elapses_as_in_tokio() {
+    let years = Duration::from_secs(86_400 * 365);
+    let mut ours = task::spawn(timeout(Duration::MAX, std::future::pending::<()>()));
+    let mut theirs = task::spawn(tokio::time::timeout(
+        Duration::MAX,
+        std::future::pending::<()>(),
+    ));
+    let timer = Timer::builder().build().unwrap();
+    let mut explicit = task::spawn(timer.timeout(Duration::MAX, std::future::pending::<()>()));
+    let tried = timer.try_timeout(Duration::MAX, std::future::pending::<()>());
+    let mut tried = task::spawn(tried.unwrap());
+    assert_pending!(ours.poll());
+    assert_pending!(theirs.poll());
+    assert_pending!(explicit.poll());
+    assert_pending!(tried.poll());
+    for _ in 0..4 {
+        step_for(years * 10, SHORT_SETTLE_YIELDS).await;
+        assert_pending!(theirs.poll());
+        assert_pending!(ours.poll(), "elapsed after {:?}", Instant::now());
+        assert_pending!(explicit.poll());
+        assert_pending!(tried.poll());
+    }
+    // A shutdown still resolves them.
+    timer.shutdown();
+    assert!(assert_ready!(explicit.poll()).unwrap_err().is_shutdown());
+    assert!(assert_ready!(tried.poll()).unwrap_err().is_shutdown());
+}

@@ -13,7 +13,7 @@ use crate::{sleep_wheel_until, Sleep, Timer};
 pub(crate) struct TimerRef(Option<Timer>);
 
 impl TimerRef {
-    #[cfg(feature = "hyper")] // HyperTimer's sleeps
+    #[cfg(any(feature = "hyper", feature = "tower", feature = "http"))] // sleeps, timeouts
     pub(crate) fn sleep(&self, duration: std::time::Duration) -> Sleep {
         match &self.0 {
             Some(t) => t.sleep(duration),
@@ -28,16 +28,15 @@ impl TimerRef {
         }
     }
 
+    /// A timeout whose delay is a sleep of `duration`, as tower's and tower-http's timeouts
+    /// are (a duration too large to add means about 30 years, not "never" as for `timeout`).
     #[cfg(any(feature = "tower", feature = "http"))] // the timeout layers
     pub(crate) fn timeout<F: std::future::IntoFuture>(
         &self,
         duration: std::time::Duration,
         future: F,
     ) -> crate::Timeout<F::IntoFuture> {
-        match &self.0 {
-            Some(t) => t.timeout(duration, future),
-            None => crate::timeout(duration, future),
-        }
+        crate::Timeout::new(future.into_future(), self.sleep(duration))
     }
 }
 
