@@ -252,6 +252,11 @@ impl Driver {
         self.shutdown();
     }
 
+    /// The id of the timer's runtime.
+    pub(crate) fn runtime_id(&self) -> tokio::runtime::Id {
+        self.runtime_id
+    }
+
     /// The width of a level-0 bucket.
     pub(crate) fn tick(&self) -> Duration {
         self.clock.tick()

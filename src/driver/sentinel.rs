@@ -57,6 +57,8 @@ impl Drop for Sentinel {
         if let Some(driver) = self.driver.upgrade() {
             tracing::debug!("the timer's runtime is shutting down: shutting the timer down");
             driver.on_runtime_gone();
+            // If it is the runtime's default timer, the registry lets go of it.
+            crate::timer::default::forget(driver.runtime_id());
         }
     }
 }

@@ -12,7 +12,8 @@ use super::Timer;
 use crate::driver::shard::Shard;
 use crate::loom::lock_std;
 
-/// Default timers by runtime. Entries of shut-down timers are purged on the next miss.
+/// Default timers by runtime. Entries of shut-down timers are purged on the next miss, and a
+/// runtime's entry as it shuts down ([`forget`]).
 static REGISTRY: Mutex<Vec<(Id, Timer)>> = Mutex::new(Vec::new());
 
 thread_local! {
@@ -183,8 +184,27 @@ pub(crate) fn current_timer(handle: Handle) -> Timer {
     timer
 }
 
+/// Takes runtime `id`'s default timer out of the registry: its runtime is shutting down, and
+/// the entry would keep the timer and the runtime's handle (its I/O driver's descriptors, ...)
+/// until some runtime's next lookup. Skipped if the registry is busy: a lookup under way may
+/// be building a timer on this very thread (a runtime refusing the timer's task drops it,
+/// and shuts the timer down, inside `Handle::spawn`); the next lookup purges the entry then.
+pub(crate) fn forget(id: Id) {
+    let mut registry = match REGISTRY.try_lock() {
+        Ok(registry) => registry,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    let at = registry.iter().position(|(rid, _)| *rid == id);
+    let removed = at.map(|at| registry.swap_remove(at));
+    drop(registry);
+    drop(removed); // the timer's last reference may go here: after the lock
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
@@ -246,6 +266,30 @@ mod tests {
             .unwrap();
         });
         FORCE_TASK_CACHE.with(|f| f.set(false));
+    }
+
+    /// Whether the registry holds a default timer of runtime `id`.
+    fn registered(id: Id) -> bool {
+        lock_std(&REGISTRY).iter().any(|(rid, _)| *rid == id)
+    }
+
+    #[test]
+    fn a_dropped_runtimes_default_timer_leaves_the_registry() {
+        for multi_thread in [true, false] {
+            let rt = runtime(multi_thread);
+            let id = rt.handle().id();
+            rt.block_on(async {
+                tokio::spawn(async { crate::sleep_wheel(Duration::from_millis(1)).await })
+                    .await
+                    .unwrap();
+            });
+            assert!(registered(id));
+            drop(rt);
+            assert!(
+                !registered(id),
+                "the registry keeps a dropped runtime's timer (and its handle)"
+            );
+        }
     }
 
     #[test]
