@@ -171,6 +171,7 @@ fn task_slot(task: tokio::task::Id) -> usize {
 pub(crate) fn current_timer(handle: Handle) -> Timer {
     let id = handle.id();
     let mut registry = lock_std(&REGISTRY);
+    let _held = Holding::enter();
     registry.retain(|(_, t)| !t.is_shutdown());
     if let Some((_, t)) = registry.iter().find(|(rid, _)| *rid == id) {
         return t.clone();
@@ -186,19 +187,57 @@ pub(crate) fn current_timer(handle: Handle) -> Timer {
 
 /// Takes runtime `id`'s default timer out of the registry: its runtime is shutting down, and
 /// the entry would keep the timer and the runtime's handle (its I/O driver's descriptors, ...)
-/// until some runtime's next lookup. Skipped if the registry is busy: a lookup under way may
-/// be building a timer on this very thread (a runtime refusing the timer's task drops it,
-/// and shuts the timer down, inside `Handle::spawn`); the next lookup purges the entry then.
+/// until some runtime's next lookup. Skipped where it would wait on itself or on a lookup
+/// that waits for this thread: a lookup under way on this very thread (a runtime refusing the
+/// timer's task drops it, and shuts the timer down, inside `Handle::spawn`, under the
+/// registry's lock), or one that keeps the lock through a few yields of this thread. The next
+/// lookup purges the entry then.
 pub(crate) fn forget(id: Id) {
-    let mut registry = match REGISTRY.try_lock() {
-        Ok(registry) => registry,
-        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return,
+    if HOLDING.with(std::cell::Cell::get) {
+        return;
+    }
+    // Bounded: never a blocking lock, whose holder could be waiting for this runtime.
+    let mut attempts = 0;
+    let mut registry = loop {
+        match REGISTRY.try_lock() {
+            Ok(registry) => break registry,
+            Err(std::sync::TryLockError::Poisoned(e)) => break e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) if attempts < FORGET_ATTEMPTS => {
+                attempts += 1;
+                std::thread::yield_now();
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        }
     };
     let at = registry.iter().position(|(rid, _)| *rid == id);
     let removed = at.map(|at| registry.swap_remove(at));
     drop(registry);
     drop(removed); // the timer's last reference may go here: after the lock
+}
+
+/// How many times [`forget`] finds the registry busy before it leaves the entry to the next
+/// lookup (a lookup holds the lock for microseconds).
+const FORGET_ATTEMPTS: u32 = 100;
+
+thread_local! {
+    /// Whether this thread holds the registry's lock (in [`current_timer`]).
+    static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as holding the registry's lock while it lives (unwinding included).
+struct Holding;
+
+impl Holding {
+    fn enter() -> Holding {
+        HOLDING.with(|h| h.set(true));
+        Holding
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        HOLDING.with(|h| h.set(false));
+    }
 }
 
 #[cfg(all(test, not(loom)))]
