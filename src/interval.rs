@@ -327,8 +327,8 @@ enum Wait {
 /// the Tokio timer of the runtime current where it is polled, and reads that runtime's clock
 /// from then on (for missed ticks and the `reset*` methods; with Tokio's `test-util` each
 /// runtime may have a paused clock of its own), as does an interval made on such a timer;
-/// polling it outside any runtime then panics, as `tokio::time::Interval` does there. (A `Sleep` resolves at a
-/// shutdown instead: it has only one completion to give.)
+/// polling it outside any runtime then panics, as `tokio::time::Interval` does there. (A
+/// `Sleep` resolves at a shutdown instead: it has only one completion to give.)
 ///
 /// # Examples
 ///
