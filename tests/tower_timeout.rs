@@ -193,3 +193,43 @@ async fn the_response_future_prints_its_deadline_only() {
     assert!(text.starts_with("ResponseFuture { deadline:"), "{text}");
     assert!(text.len() < 200, "{text}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_full_timer_yields_its_error_instead_of_panicking() {
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let calls = Arc::new(AtomicU8::new(0));
+    let counted = calls.clone();
+    let inner = service_fn(move |req: u32| {
+        counted.fetch_add(1, SeqCst);
+        async move {
+            tokio::time::sleep(ms(500)).await;
+            Ok::<_, BoxError>(req)
+        }
+    });
+    let mut service = TimeoutLayer::with_timer(ms(100), timer.clone()).layer(inner);
+    let mut first = task::spawn(service.call(1));
+    assert_pending!(first.poll());
+    assert_eq!(timer.pending(), 1);
+
+    // The timer is full: the call is refused with the timer's error, not a panic, and the
+    // inner service is not called.
+    let mut second = task::spawn(service.call(2));
+    let err = assert_ready!(second.poll()).unwrap_err();
+    assert_eq!(
+        err.downcast_ref::<tokio_timing_wheel::TimerError>(),
+        Some(&tokio_timing_wheel::TimerError::Full { max_pending: 1 }),
+        "{err:?}"
+    );
+    assert_eq!(calls.load(SeqCst), 1);
+    drop(second);
+
+    // The slot frees with the first call; the next call waits as usual.
+    step(ms(100)).await;
+    assert!(assert_ready!(first.poll())
+        .unwrap_err()
+        .is::<tower::timeout::error::Elapsed>());
+    drop(first);
+    let mut third = task::spawn(service.call(3));
+    assert_pending!(third.poll());
+    assert_eq!(timer.pending(), 1);
+}

@@ -41,6 +41,12 @@ impl TimerRef {
 }
 
 impl TimerRef {
+    /// The explicit timer, if it has a `max_pending` limit (the runtime's default never does).
+    #[cfg(feature = "tower")] // the tower layer refuses a call its full timer cannot take
+    pub(crate) fn bounded(&self) -> Option<&Timer> {
+        self.0.as_ref().filter(|t| t.shard().is_bounded())
+    }
+
     #[cfg(feature = "grpc")] // the gRPC deadline's response futures
     pub(crate) fn timeout_at<F: std::future::IntoFuture>(
         &self,

@@ -7,6 +7,12 @@
 //! [`Timeout`](crate::Timeout) future under a thin adapter, not boxed, so a request that
 //! answers in time costs one O(1) insert and removal in the wheel.
 //!
+//! On a timer built with [`max_pending`](crate::Builder::max_pending), each call takes its
+//! timer slot when it is made, and a call that a full timer cannot take is refused: the inner
+//! service is not called and the response future fails at once with
+//! [`TimerError::Full`](crate::TimerError::Full), as the timer's `try_*` methods do, rather
+//! than panicking when polled.
+//!
 //! # The elapsed error is tower's
 //!
 //! When the deadline passes, the error is tower's own [`tower::timeout::error::Elapsed`], so
@@ -52,7 +58,7 @@ use pin_project_lite::pin_project;
 use tower::{BoxError, Layer, Service};
 
 use super::timer_ref::TimerRef;
-use crate::Timer;
+use crate::{Timer, TimerError};
 
 /// Applies a [`Timeout`] to the requests of the wrapped service (see the [module](self) docs).
 ///
@@ -192,12 +198,30 @@ where
     /// Calls the inner service; the returned future's timer starts now and is registered in
     /// the wheel only if the response is not ready on its first poll.
     ///
+    /// On a timer built with [`max_pending`](crate::Builder::max_pending) the call takes its
+    /// slot now instead (even a response ready at once holds one until then); if the timer is
+    /// full, the inner service is not called and the returned future fails at once with
+    /// [`TimerError::Full`], rather than panicking when polled.
+    ///
     /// # Panics
     ///
     /// With [`TimeoutLayer::new`], outside a Tokio runtime or on one without a time driver.
     fn call(&mut self, request: Request) -> ResponseFuture<S::Future> {
+        let inner = match self.timer.bounded().map(|t| t.try_sleep(self.timeout)) {
+            None | Some(Err(TimerError::Shutdown)) => {
+                self.timer.timeout(self.timeout, self.inner.call(request))
+            }
+            Some(Ok(slot)) => crate::Timeout::new(self.inner.call(request), slot),
+            Some(Err(refused)) => {
+                return ResponseFuture {
+                    kind: Kind::Refused {
+                        error: Some(refused),
+                    },
+                }
+            }
+        };
         ResponseFuture {
-            inner: self.timer.timeout(self.timeout, self.inner.call(request)),
+            kind: Kind::Timed { inner },
         }
     }
 }
@@ -209,9 +233,10 @@ pin_project! {
     /// # Errors
     ///
     /// Resolves to a [`BoxError`] holding the inner service's error if it failed in time,
-    /// [`tower::timeout::error::Elapsed`] if the deadline passed first, or this crate's
+    /// [`tower::timeout::error::Elapsed`] if the deadline passed first, this crate's
     /// [`Elapsed`](crate::Elapsed) (with [`is_shutdown`](crate::Elapsed::is_shutdown) true)
-    /// if the timer shut down first.
+    /// if the timer shut down first, or [`TimerError::Full`] if the call was refused because
+    /// its timer was full (see [`Timeout`]'s `call`).
     ///
     /// # Cancellation
     ///
@@ -219,16 +244,37 @@ pin_project! {
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct ResponseFuture<F> {
         #[pin]
-        inner: crate::Timeout<F>,
+        kind: Kind<F>,
+    }
+}
+
+pin_project! {
+    /// A call under its timeout, or one its full timer refused.
+    #[project = KindProj]
+    enum Kind<F> {
+        Timed {
+            #[pin]
+            inner: crate::Timeout<F>,
+        },
+        Refused {
+            error: Option<TimerError>,
+        },
     }
 }
 
 impl<F> fmt::Debug for ResponseFuture<F> {
     /// Prints the deadline only (never the inner future, nor the wheel).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture")
-            .field("deadline", &self.inner.deadline())
-            .finish_non_exhaustive()
+        match &self.kind {
+            Kind::Timed { inner } => f
+                .debug_struct("ResponseFuture")
+                .field("deadline", &inner.deadline())
+                .finish_non_exhaustive(),
+            Kind::Refused { error } => f
+                .debug_struct("ResponseFuture")
+                .field("refused", error)
+                .finish(),
+        }
     }
 }
 
@@ -240,7 +286,16 @@ where
     type Output = Result<T, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match std::task::ready!(self.project().inner.poll(cx)) {
+        let inner = match self.project().kind.project() {
+            KindProj::Timed { inner } => inner,
+            KindProj::Refused { error } => {
+                let error = error
+                    .take()
+                    .expect("ResponseFuture polled after completion");
+                return Poll::Ready(Err(Box::new(error)));
+            }
+        };
+        Poll::Ready(match std::task::ready!(inner.poll(cx)) {
             Ok(response) => response.map_err(Into::into),
             Err(elapsed) if elapsed.is_shutdown() => Err(Box::new(elapsed)),
             Err(_) => Err(Box::new(tower::timeout::error::Elapsed::new())),
