@@ -141,6 +141,33 @@ async fn sleeps_of_an_explicit_timer_count_in_its_pending() {
     assert_eq!(wheel.pending(), 0, "dropping hyper's sleeps cancels them");
 }
 
+#[tokio::test(start_paused = true)]
+async fn reset_after_the_default_timer_shut_down_waits_as_a_new_sleep_would() {
+    let timer = HyperTimer::new();
+    let mut sleep = task::spawn(timer.sleep(ms(10)));
+    assert_pending!(sleep.poll());
+    let old = Timer::current();
+    old.shutdown();
+    assert_ready!(sleep.poll(), "the shutdown resolves the pending sleep");
+
+    // Later sleeps go to the runtime's new default timer, and so does a reset one (hyper
+    // resets the same sleep for every request on a keep-alive connection).
+    let deadline = timer.now() + ms(100);
+    let mut fresh = task::spawn(timer.sleep_until(deadline));
+    let mut sleep = sleep.into_inner();
+    timer.reset(&mut sleep, deadline);
+    let mut sleep = task::spawn(sleep);
+    assert_pending!(fresh.poll());
+    assert_pending!(sleep.poll(), "a new deadline, on a working timer");
+    step(ms(99)).await;
+    assert_pending!(fresh.poll());
+    assert_pending!(sleep.poll());
+    step(ms(1)).await;
+    assert_ready!(fresh.poll());
+    assert_ready!(sleep.poll());
+    assert!(!Timer::current().is_shutdown());
+}
+
 #[test]
 fn built_outside_a_runtime_clone_send_sync_and_short_debug() {
     fn assert_traits<T: Clone + Send + Sync + std::fmt::Debug + 'static>(_: &T) {}

@@ -86,8 +86,11 @@ use crate::{Sleep, Timer};
 ///
 /// [`reset`](hyper::rt::Timer::reset) moves the existing sleep in place: no allocation, and a
 /// later deadline (hyper's usual case: the next request on a keep-alive connection) costs one
-/// comparison, the wheel's lazy reset. A sleep that did not come from a `HyperTimer` is
-/// replaced by a new one rather than left as it was.
+/// comparison, the wheel's lazy reset. A sleep that did not come from a `HyperTimer`, or whose
+/// timer has shut down, is replaced by a new one (as [`sleep_until`](hyper::rt::Timer::sleep_until)
+/// would make) rather than left as it was: after the runtime's default timer is shut down, a
+/// keep-alive connection's header-read timeout goes on, on the new default timer, rather than
+/// firing at once for every later request.
 ///
 /// # Panics
 ///
@@ -176,6 +179,12 @@ impl hyper::rt::Timer for HyperTimer {
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: std::time::Instant) {
         let deadline = Instant::from_std(new_deadline);
         match sleep.as_mut().downcast_mut_pin::<WheelSleep>() {
+            // Its timer shut down (with `new`: the runtime's default timer, which the next
+            // sleep replaces): a new sleep in the same box, as `sleep_until` would make, rather
+            // than one that completes at once for every later deadline.
+            Some(ours) if ours.0.shard().is_shutdown() => {
+                ours.get_mut().0 = self.timer.sleep_until(deadline);
+            }
             Some(ours) => Pin::new(&mut ours.get_mut().0).reset(deadline),
             // Not one of ours (hyper never mixes timers, but a caller might): replace it, so
             // the new deadline holds either way.
