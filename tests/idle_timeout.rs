@@ -232,6 +232,26 @@ async fn an_explicit_timer_holds_one_timer_while_a_read_waits() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn after_the_default_timer_shut_down_an_active_stream_still_waits_its_limit() {
+    let (mut conn, mut peer) = pair(ms(1000));
+    let mut read = task::spawn(conn.read_u8());
+    assert_pending!(read.poll());
+    step(ms(500)).await;
+    peer.write_all(b"a").await.unwrap();
+    assert_eq!(assert_ready!(read.poll()).unwrap(), b'a');
+    drop(read);
+
+    // Nothing waits when the runtime's default timer shuts down; later timers go to a new one.
+    Timer::current().shutdown();
+    let mut read = task::spawn(conn.read_u8());
+    assert_pending!(read.poll(), "active 0 ms ago: not idle");
+    step(ms(999)).await;
+    assert_pending!(read.poll());
+    step(ms(1)).await;
+    assert_timed_out(assert_ready!(read.poll()));
+}
+
+#[tokio::test(start_paused = true)]
 async fn without_limits_it_never_times_out_and_zero_times_out_at_once() {
     let (ours, _peer) = duplex(64);
     let mut forever = IdleTimeout::builder().build(ours);

@@ -39,8 +39,15 @@ pin_project! {
     /// before it sends anything; a read that completes past the deadline (the data arrived
     /// while nobody was reading) fails and its data is dropped.
     ///
-    /// The timers live in the wheel only while a read or write is pending: an idle connection
-    /// holds one timer, a busy one none.
+    /// A timer enters the wheel when a read (write) first waits. Activity does not touch it:
+    /// it stays at the old deadline, where it leaves the wheel (waking the task that waited
+    /// last) unless a read or write waits again, which re-files it for the new deadline. So
+    /// an idle connection holds one timer per direction that waits, and one busy without
+    /// waiting none.
+    ///
+    /// If the timer shuts down while a read or write waits, that read or write fails as timed
+    /// out. Later reads and writes that wait use a new timer: with the default timer, the
+    /// runtime's new one (an explicit timer that was shut down fails them at once).
     ///
     /// # With hyper
     ///
@@ -310,8 +317,14 @@ fn wait_idle(
     };
     let sleep = sleep.get_or_insert_with(|| timer.sleep_until(deadline));
     if sleep.deadline() != deadline {
-        // Activity since the last wait: a later deadline, one comparison in the wheel.
-        Pin::new(&mut *sleep).reset(deadline);
+        if sleep.shard().is_shutdown() {
+            // Its timer shut down since: a new sleep, as for the first wait (on the runtime's
+            // new default timer), rather than one that completes at once.
+            *sleep = timer.sleep_until(deadline);
+        } else {
+            // Activity since the last wait: a later deadline, one comparison in the wheel.
+            Pin::new(&mut *sleep).reset(deadline);
+        }
     }
     Pin::new(sleep).poll(cx)
 }
