@@ -286,3 +286,36 @@ async fn a_finished_body_leaves_no_timer_behind() {
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!task.is_woken(), "woken at the ended body's old deadline");
 }
+
+/// A streaming body outlives a shutdown of the runtime's default timer: its later waits use the
+/// new default timer, and it times out at its limit, not at once.
+#[tokio::test(start_paused = true)]
+async fn after_the_default_timer_shut_down_a_body_still_waits_its_limit() {
+    use tokio_timing_wheel::Timer;
+
+    let (mut tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(1);
+    let mut body = std::pin::pin!(TimeoutBody::new(ms(1000), body));
+    let mut task = tokio_test::task::spawn(());
+    assert!(task
+        .enter(|cx, _| body.as_mut().poll_frame(cx))
+        .is_pending());
+    tx.send_data(Bytes::from("a")).await.unwrap();
+    let frame = task.enter(|cx, _| body.as_mut().poll_frame(cx));
+    assert!(matches!(frame, Poll::Ready(Some(Ok(_)))), "{frame:?}");
+
+    Timer::current().shutdown();
+    let wait = task.enter(|cx, _| body.as_mut().poll_frame(cx));
+    assert!(wait.is_pending(), "a frame just came: {wait:?}");
+    tokio::time::advance(ms(999)).await;
+    assert!(task
+        .enter(|cx, _| body.as_mut().poll_frame(cx))
+        .is_pending());
+    tokio::time::advance(ms(1)).await;
+    tokio::task::yield_now().await;
+    let late = task.enter(|cx, _| body.as_mut().poll_frame(cx));
+    let err = match late {
+        Poll::Ready(Some(Err(e))) => e,
+        other => panic!("not timed out at the limit: {other:?}"),
+    };
+    assert!(err.is::<TimeoutError>());
+}

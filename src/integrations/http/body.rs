@@ -68,6 +68,10 @@ pin_project! {
     /// costs nothing then, see [`Sleep::reset`](crate::Sleep::reset)): when that deadline
     /// comes, the task that last waited is woken once, to re-file it if it waits again.
     ///
+    /// If the timer shuts down while the body waits, the body fails with [`TimeoutError`]. A
+    /// wait after a later frame uses a new timer: with the default timer, the runtime's new
+    /// one (an explicit timer that was shut down fails the body at once).
+    ///
     /// # Examples
     ///
     /// ```
@@ -171,7 +175,15 @@ where
         let sleep = match me.sleep {
             Some(sleep) => {
                 if *me.moved {
-                    Pin::new(&mut *sleep).reset(deadline_after(Instant::now(), *me.timeout));
+                    let deadline = deadline_after(Instant::now(), *me.timeout);
+                    if sleep.shard().is_shutdown() {
+                        // Its timer shut down since the last wait: a new timer, as at the
+                        // first wait (with the default timer, the runtime's new one), rather
+                        // than one that fails the body at once.
+                        *sleep = me.timer.sleep_until(deadline);
+                    } else {
+                        Pin::new(&mut *sleep).reset(deadline);
+                    }
                 }
                 sleep
             }
