@@ -233,3 +233,16 @@ async fn a_full_timer_yields_its_error_instead_of_panicking() {
     assert_pending!(third.poll());
     assert_eq!(timer.pending(), 1);
 }
+
+/// As tower's, the constructors are `const`: a layer can be a constant.
+#[tokio::test(start_paused = true)]
+async fn the_layer_and_service_can_be_built_in_a_const() {
+    const LAYER: TimeoutLayer = TimeoutLayer::new(Duration::from_millis(100));
+    let service = LAYER.layer(after(ms(500)));
+    let err = service.oneshot(1).await.unwrap_err();
+    assert!(err.is::<tower::timeout::error::Elapsed>());
+    const fn wrap(inner: u8) -> Timeout<u8> {
+        Timeout::new(inner, Duration::from_secs(1))
+    }
+    assert_eq!(*wrap(7).get_ref(), 7);
+}

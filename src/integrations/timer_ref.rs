@@ -13,6 +13,12 @@ use crate::{sleep_wheel_until, Sleep, Timer};
 pub(crate) struct TimerRef(Option<Timer>);
 
 impl TimerRef {
+    /// The runtime's default timer, as `default()`, usable in a `const fn`.
+    #[cfg(feature = "tower")] // the tower layer's `const` constructors
+    pub(crate) const fn runtime_default() -> TimerRef {
+        TimerRef(None)
+    }
+
     #[cfg(any(feature = "hyper", feature = "tower", feature = "http"))] // sleeps, timeouts
     pub(crate) fn sleep(&self, duration: std::time::Duration) -> Sleep {
         match &self.0 {

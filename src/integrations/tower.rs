@@ -86,11 +86,12 @@ pub struct TimeoutLayer {
 
 impl TimeoutLayer {
     /// A layer whose requests time out after `timeout`, on the default timer of the runtime
-    /// each request is called on. It may be built outside a runtime.
-    pub fn new(timeout: Duration) -> TimeoutLayer {
+    /// each request is called on. It may be built outside a runtime, and in a `const`, as
+    /// tower's.
+    pub const fn new(timeout: Duration) -> TimeoutLayer {
         TimeoutLayer {
             timeout,
-            timer: TimerRef::default(),
+            timer: TimerRef::runtime_default(),
         }
     }
 
@@ -155,9 +156,13 @@ pub struct Timeout<S> {
 
 impl<S> Timeout<S> {
     /// Wraps `inner`: each request times out after `timeout`, on the default timer of the
-    /// runtime it is called on.
-    pub fn new(inner: S, timeout: Duration) -> Timeout<S> {
-        TimeoutLayer::new(timeout).layer(inner)
+    /// runtime it is called on (`const`, as tower's).
+    pub const fn new(inner: S, timeout: Duration) -> Timeout<S> {
+        Timeout {
+            inner,
+            timeout,
+            timer: TimerRef::runtime_default(),
+        }
     }
 
     /// A reference to the inner service.
