@@ -94,8 +94,9 @@ use crate::{Sleep, Timer};
 ///
 /// # Panics
 ///
-/// Polling a sleep of a `HyperTimer::new()` outside a Tokio runtime, or on a runtime without
-/// a time driver; polling one of a full timer (see [`Timer::sleep`]).
+/// Making a sleep with a `HyperTimer::new()` (`sleep`, `sleep_until`, or a `reset` that
+/// replaces the sleep) outside a Tokio runtime, or on a runtime without a time driver, as
+/// Tokio's `sleep` does; polling a sleep of a full timer (see [`Timer::sleep`]).
 ///
 /// # Examples
 ///
