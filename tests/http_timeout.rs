@@ -319,3 +319,132 @@ async fn after_the_default_timer_shut_down_a_body_still_waits_its_limit() {
     };
     assert!(err.is::<TimeoutError>());
 }
+
+/// A service that counts its calls and answers after 60 s.
+fn counted_slow_handler(
+    calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> impl tower::Service<
+    Request<()>,
+    Response = Response<String>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<String>, Infallible>>,
+> + Clone {
+    tower::service_fn(move |_req: Request<()>| {
+        calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<_, Infallible>(Response::new(String::from("late")))
+        }
+    })
+}
+
+/// On an explicit timer with `max_pending` that is full, a request is refused with an empty
+/// `503 Service Unavailable` (not a panic of the request's task), without calling the handler.
+#[tokio::test(start_paused = true)]
+async fn a_full_timer_answers_503_without_calling_the_handler() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    use tokio_timing_wheel::Timer;
+    use tower::{Layer, Service};
+
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut svc = TimeoutLayer::new(Duration::from_secs(1))
+        .timer(timer.clone())
+        .layer(counted_slow_handler(calls.clone()));
+    let mut first = tokio_test::task::spawn(svc.call(Request::new(())));
+    assert!(first.poll().is_pending());
+    assert_eq!(timer.pending(), 1);
+
+    let mut second = tokio_test::task::spawn(svc.call(Request::new(())));
+    let res = match second.poll() {
+        Poll::Ready(res) => res.unwrap(),
+        Poll::Pending => panic!("a refused request must be answered at once"),
+    };
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(res.body().is_empty());
+    assert_eq!(
+        calls.load(SeqCst),
+        1,
+        "the refused request reached the handler"
+    );
+
+    // The first request still times out at its limit, freeing the slot.
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let res = match first.poll() {
+        Poll::Ready(res) => res.unwrap(),
+        Poll::Pending => panic!("not answered at the limit"),
+    };
+    assert_eq!(res.status(), StatusCode::REQUEST_TIMEOUT);
+    assert_eq!(timer.pending(), 0);
+}
+
+/// A request body's wait on a full explicit timer fails the body with the timer's error
+/// rather than panicking in whoever reads it (the handler's task).
+#[tokio::test(start_paused = true)]
+async fn a_body_on_a_full_timer_fails_with_the_timers_error() {
+    use tokio_timing_wheel::{Timer, TimerError};
+    use tower::{Layer, Service};
+
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
+    let mut svc = RequestBodyTimeoutLayer::new(ms(100))
+        .timer(timer.clone())
+        .layer(tower::service_fn(
+            |req: Request<TimeoutBody<_>>| async move { Ok::<_, Infallible>(req.into_body()) },
+        ));
+    let (_tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(1);
+    let body = svc.call(Request::new(body)).await.unwrap();
+    let mut body = std::pin::pin!(body);
+    let mut task = tokio_test::task::spawn(());
+    let err = match task.enter(|cx, _| body.as_mut().poll_frame(cx)) {
+        Poll::Ready(Some(Err(e))) => e,
+        other => panic!("not failed: {other:?}"),
+    };
+    assert_eq!(
+        err.downcast_ref::<TimerError>(),
+        Some(&TimerError::Full { max_pending: 1 }),
+        "{err:?}"
+    );
+}
+
+/// A response body whose timer fired (freeing its slot) while its reader was away, and whose
+/// slot was then taken, fails with the timer's error at its next wait, not with a panic.
+#[tokio::test(start_paused = true)]
+async fn a_body_whose_slot_was_taken_fails_with_the_timers_error() {
+    use tokio_timing_wheel::{Timer, TimerError};
+    use tower::{Layer, Service};
+
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let (mut tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(1);
+    let mut body = Some(body);
+    let mut svc = ResponseBodyTimeoutLayer::new(ms(100))
+        .timer(timer.clone())
+        .layer(tower::service_fn(move |_req: Request<()>| {
+            let body = body.take().unwrap();
+            async move { Ok::<_, Infallible>(Response::new(body)) }
+        }));
+    let body = svc.call(Request::new(())).await.unwrap().into_body();
+    let mut body = std::pin::pin!(body);
+    let mut task = tokio_test::task::spawn(());
+    assert!(task
+        .enter(|cx, _| body.as_mut().poll_frame(cx))
+        .is_pending());
+    assert_eq!(timer.pending(), 1);
+    tx.send_data(Bytes::from("a")).await.unwrap();
+    let frame = task.enter(|cx, _| body.as_mut().poll_frame(cx));
+    assert!(matches!(frame, Poll::Ready(Some(Ok(_)))), "{frame:?}");
+    // The reader is away past the old deadline: the timer fires, and its slot is taken.
+    tokio::time::sleep(ms(200)).await;
+    assert_eq!(timer.pending(), 0);
+    let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
+    let err = match task.enter(|cx, _| body.as_mut().poll_frame(cx)) {
+        Poll::Ready(Some(Err(e))) => e,
+        other => panic!("not failed: {other:?}"),
+    };
+    assert_eq!(
+        err.downcast_ref::<TimerError>(),
+        Some(&TimerError::Full { max_pending: 1 }),
+        "{err:?}"
+    );
+}

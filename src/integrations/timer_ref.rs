@@ -48,9 +48,38 @@ impl TimerRef {
 
 impl TimerRef {
     /// The explicit timer, if it has a `max_pending` limit (the runtime's default never does).
-    #[cfg(feature = "tower")] // the tower layer refuses a call its full timer cannot take
+    #[cfg(any(feature = "tower", feature = "http"))]
     pub(crate) fn bounded(&self) -> Option<&Timer> {
         self.0.as_ref().filter(|t| t.shard().is_bounded())
+    }
+
+    /// [`timeout`](Self::timeout) of the future `make` returns, except that on a timer with a
+    /// `max_pending` limit the timeout takes its slot now, and if the timer is full `make` is
+    /// not called and the error is returned: the layers refuse such a request instead of
+    /// panicking when its response future is polled. A shut-down timer is not an error here
+    /// (the timeout resolves as shut down when polled).
+    #[cfg(any(feature = "tower", feature = "http"))]
+    pub(crate) fn try_timeout<F: std::future::IntoFuture>(
+        &self,
+        duration: std::time::Duration,
+        make: impl FnOnce() -> F,
+    ) -> Result<crate::Timeout<F::IntoFuture>, crate::TimerError> {
+        match self.bounded().map(|t| t.try_sleep(duration)) {
+            None | Some(Err(crate::TimerError::Shutdown)) => Ok(self.timeout(duration, make())),
+            Some(Ok(slot)) => Ok(crate::Timeout::new(make().into_future(), slot)),
+            Some(Err(full)) => Err(full),
+        }
+    }
+
+    /// [`sleep_until`](Self::sleep_until), except that on a timer with a `max_pending` limit
+    /// the sleep takes its slot now, and fails with the error if the timer is full (never with
+    /// `Shutdown`: a sleep on a shut-down timer resolves when polled).
+    #[cfg(feature = "http")] // the body timeouts
+    pub(crate) fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, crate::TimerError> {
+        match self.bounded().map(|t| t.try_sleep_until(deadline)) {
+            None | Some(Err(crate::TimerError::Shutdown)) => Ok(self.sleep_until(deadline)),
+            Some(result) => result,
+        }
     }
 
     #[cfg(feature = "grpc")] // the gRPC deadline's response futures

@@ -212,21 +212,16 @@ where
     ///
     /// With [`TimeoutLayer::new`], outside a Tokio runtime or on one without a time driver.
     fn call(&mut self, request: Request) -> ResponseFuture<S::Future> {
-        let inner = match self.timer.bounded().map(|t| t.try_sleep(self.timeout)) {
-            None | Some(Err(TimerError::Shutdown)) => {
-                self.timer.timeout(self.timeout, self.inner.call(request))
-            }
-            Some(Ok(slot)) => crate::Timeout::new(self.inner.call(request), slot),
-            Some(Err(refused)) => {
-                return ResponseFuture {
-                    kind: Kind::Refused {
-                        error: Some(refused),
-                    },
-                }
-            }
-        };
-        ResponseFuture {
-            kind: Kind::Timed { inner },
+        let inner = &mut self.inner;
+        match self.timer.try_timeout(self.timeout, || inner.call(request)) {
+            Ok(inner) => ResponseFuture {
+                kind: Kind::Timed { inner },
+            },
+            Err(refused) => ResponseFuture {
+                kind: Kind::Refused {
+                    error: Some(refused),
+                },
+            },
         }
     }
 }

@@ -72,6 +72,11 @@ pin_project! {
     /// wait after a later frame uses a new timer: with the default timer, the runtime's new
     /// one (an explicit timer that was shut down fails the body at once).
     ///
+    /// On an explicit timer built with [`max_pending`](crate::Builder::max_pending), a wait
+    /// that finds the timer full (it needs a slot: its first, or one after its timer fired)
+    /// fails with [`TimerError::Full`](crate::TimerError::Full) instead of panicking in the
+    /// task that reads the body; a later wait tries again.
+    ///
     /// # Examples
     ///
     /// ```
@@ -172,6 +177,9 @@ where
             }
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
+        // On a full timer (one built with `max_pending`) the wait fails the body with the
+        // timer's error; the next wait tries again.
+        let full = |e: crate::TimerError| Poll::Ready(Some(Err(BoxError::from(e))));
         let sleep = match me.sleep {
             Some(sleep) => {
                 if *me.moved {
@@ -180,20 +188,26 @@ where
                         // Its timer shut down since the last wait: a new timer, as at the
                         // first wait (with the default timer, the runtime's new one), rather
                         // than one that fails the body at once.
-                        *sleep = me.timer.sleep_until(deadline);
-                    } else {
-                        Pin::new(&mut *sleep).reset(deadline);
+                        match me.timer.try_sleep_until(deadline) {
+                            Ok(new) => *sleep = new,
+                            Err(e) => return full(e),
+                        }
+                    } else if let Err(e) = Pin::new(&mut *sleep).try_reset(deadline) {
+                        // Its slot went when it fired, and was taken since: still `moved`.
+                        return full(e);
                     }
                 }
                 sleep
             }
             None => {
+                let deadline = deadline_after(Instant::now(), *me.timeout);
+                let new = match me.timer.try_sleep_until(deadline) {
+                    Ok(new) => new,
+                    Err(e) => return full(e),
+                };
                 #[cfg(test)]
                 TIMERS_CREATED.with(|n| n.set(n.get() + 1));
-                me.sleep.insert(
-                    me.timer
-                        .sleep_until(deadline_after(Instant::now(), *me.timeout)),
-                )
+                me.sleep.insert(new)
             }
         };
         *me.moved = false;

@@ -119,6 +119,10 @@ impl<S> Layer<S> for TimeoutLayer {
 /// limit the inner service's future is dropped, with all it holds, as the 408 is answered
 /// (not later, when the response future is dropped).
 ///
+/// On an explicit timer built with [`max_pending`](crate::Builder::max_pending) that is full,
+/// a request is refused with an empty `503 Service Unavailable`, without calling the inner
+/// service (see [`call`](Timeout::call)).
+///
 /// # Examples
 ///
 /// See [`TimeoutLayer`]; `Timeout::new(service, limit)` is the same as
@@ -213,10 +217,27 @@ where
         self.inner.poll_ready(cx)
     }
 
+    /// Calls the inner service; the returned future's timer starts now and is registered in
+    /// the wheel only if the response is not ready on its first poll.
+    ///
+    /// On a timer built with [`max_pending`](crate::Builder::max_pending) the call takes its
+    /// slot now instead (even a response ready at once holds one until then); if the timer is
+    /// full, the inner service is not called and the returned future answers an empty
+    /// `503 Service Unavailable` at once (the server is out of timers, as a load-shedding
+    /// layer would answer), rather than panicking when polled.
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
-        ResponseFuture {
-            inner: Some(self.timer.timeout(self.timeout, self.inner.call(request))),
-            status: self.status,
+        let inner = &mut self.inner;
+        match self.timer.try_timeout(self.timeout, || inner.call(request)) {
+            Ok(inner) => ResponseFuture {
+                inner: Some(inner),
+                status: self.status,
+                refused: false,
+            },
+            Err(_full) => ResponseFuture {
+                inner: None,
+                status: self.status,
+                refused: true,
+            },
         }
     }
 }
@@ -226,10 +247,13 @@ pin_project! {
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct ResponseFuture<F> {
         // `None` once resolved: at the limit, the inner future (and all it holds) is dropped
-        // then, not when the response future is.
+        // then, not when the response future is. `None` from the start for a call its full
+        // timer refused: it answers 503 on its first poll.
         #[pin]
         inner: Option<crate::Timeout<F>>,
         status: StatusCode,
+        // A call its full timer refused, not answered yet.
+        refused: bool,
     }
 }
 
@@ -241,6 +265,7 @@ impl<F> fmt::Debug for ResponseFuture<F> {
                 &self.inner.as_ref().map(crate::Timeout::deadline),
             )
             .field("status", &self.status)
+            .field("refused", &self.refused)
             .finish_non_exhaustive()
     }
 }
@@ -254,22 +279,28 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut me = self.project();
-        let inner = me
-            .inner
-            .as_mut()
-            .as_pin_mut()
-            .expect("`ResponseFuture` polled after completion");
+        let Some(inner) = me.inner.as_mut().as_pin_mut() else {
+            // A call its full timer refused answers once; any other poll is a misuse.
+            assert!(
+                std::mem::take(me.refused),
+                "`ResponseFuture` polled after completion"
+            );
+            return Poll::Ready(Ok(empty(StatusCode::SERVICE_UNAVAILABLE)));
+        };
         let result = ready!(inner.poll(cx));
         me.inner.set(None);
         Poll::Ready(match result {
             Ok(response) => response,
             // Also when the timer was shut down: the request cannot be timed any more, and
             // answering is better than hanging.
-            Err(_) => {
-                let mut response = Response::new(B::default());
-                *response.status_mut() = *me.status;
-                Ok(response)
-            }
+            Err(_) => Ok(empty(*me.status)),
         })
     }
+}
+
+/// An answer with `status` and an empty body.
+fn empty<B: Default>(status: StatusCode) -> Response<B> {
+    let mut response = Response::new(B::default());
+    *response.status_mut() = status;
+    response
 }
