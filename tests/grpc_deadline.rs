@@ -378,3 +378,51 @@ async fn the_handlers_future_is_dropped_at_the_deadline() {
         "DEADLINE_EXCEEDED answered, but the handler's future is still alive"
     );
 }
+
+/// On an explicit timer with `max_pending` that is full, a call with a deadline is refused with
+/// a trailers-only RESOURCE_EXHAUSTED (as tonic answers an overloaded server), without calling
+/// the handler, rather than panicking in the request's task; a call without a deadline needs
+/// no timer and is served.
+#[tokio::test(start_paused = true)]
+async fn a_full_timer_answers_resource_exhausted_without_calling_the_handler() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use tokio_timing_wheel::Timer;
+    use tower::{Layer, Service};
+
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let mut svc = GrpcTimeoutLayer::new()
+        .timer(timer.clone())
+        .layer(tower::service_fn(move |_req: http::Request<()>| {
+            counted.fetch_add(1, SeqCst);
+            async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok::<_, std::convert::Infallible>(http::Response::new(String::from("late")))
+            }
+        }));
+    let req = http::Request::builder()
+        .header("grpc-timeout", "1S")
+        .body(())
+        .unwrap();
+    let mut refused = tokio_test::task::spawn(svc.call(req));
+    let res = match refused.poll() {
+        Poll::Ready(res) => res.unwrap(),
+        Poll::Pending => panic!("a refused call must be answered at once"),
+    };
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "application/grpc");
+    assert_eq!(res.headers()["grpc-status"], "8"); // RESOURCE_EXHAUSTED
+    assert!(res.body().is_empty());
+    assert_eq!(
+        calls.load(SeqCst),
+        0,
+        "the refused call reached the handler"
+    );
+
+    // Without a deadline no timer is needed: the call is served.
+    let mut plain = tokio_test::task::spawn(svc.call(http::Request::new(())));
+    assert!(plain.poll().is_pending());
+    assert_eq!(calls.load(SeqCst), 1);
+}

@@ -48,7 +48,7 @@ impl TimerRef {
 
 impl TimerRef {
     /// The explicit timer, if it has a `max_pending` limit (the runtime's default never does).
-    #[cfg(any(feature = "tower", feature = "http"))]
+    #[cfg(any(feature = "tower", feature = "http", feature = "grpc"))]
     pub(crate) fn bounded(&self) -> Option<&Timer> {
         self.0.as_ref().filter(|t| t.shard().is_bounded())
     }
@@ -66,6 +66,20 @@ impl TimerRef {
     ) -> Result<crate::Timeout<F::IntoFuture>, crate::TimerError> {
         match self.bounded().map(|t| t.try_sleep(duration)) {
             None | Some(Err(crate::TimerError::Shutdown)) => Ok(self.timeout(duration, make())),
+            Some(Ok(slot)) => Ok(crate::Timeout::new(make().into_future(), slot)),
+            Some(Err(full)) => Err(full),
+        }
+    }
+
+    /// As [`try_timeout`](Self::try_timeout), for [`timeout_at`](Self::timeout_at).
+    #[cfg(feature = "grpc")]
+    pub(crate) fn try_timeout_at<F: std::future::IntoFuture>(
+        &self,
+        deadline: Instant,
+        make: impl FnOnce() -> F,
+    ) -> Result<crate::Timeout<F::IntoFuture>, crate::TimerError> {
+        match self.bounded().map(|t| t.try_sleep_until(deadline)) {
+            None | Some(Err(crate::TimerError::Shutdown)) => Ok(self.timeout_at(deadline, make())),
             Some(Ok(slot)) => Ok(crate::Timeout::new(make().into_future(), slot)),
             Some(Err(full)) => Err(full),
         }

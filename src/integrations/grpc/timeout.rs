@@ -19,6 +19,9 @@ use crate::Timer;
 /// The `grpc-status` of DEADLINE_EXCEEDED.
 const DEADLINE_EXCEEDED: &str = "4";
 
+/// The `grpc-status` of RESOURCE_EXHAUSTED (what tonic answers for an overloaded server).
+const RESOURCE_EXHAUSTED: &str = "8";
+
 /// Applies [`GrpcTimeout`]: a gRPC server's deadline, from the client's `grpc-timeout` header
 /// and the server's own maximum.
 ///
@@ -117,6 +120,12 @@ impl<S> Layer<S> for GrpcTimeoutLayer {
 /// `grpc-status: 4`, `grpc-message: Deadline exceeded`. A response that is ready in time goes
 /// out as it is (its body is not timed).
 ///
+/// On an explicit timer built with [`max_pending`](crate::Builder::max_pending) that is full,
+/// a call with a deadline takes no timer: the handler is not called, and the client gets a
+/// trailers-only `RESOURCE_EXHAUSTED` (`grpc-status: 8`, as tonic answers an overloaded
+/// server) at once, rather than the request's task panicking. A call without a deadline needs
+/// no timer and is served as usual.
+///
 /// # Examples
 ///
 /// See [`GrpcTimeoutLayer`].
@@ -170,12 +179,14 @@ where
         };
         let deadline = Deadline::after(limit);
         request.extensions_mut().insert(deadline);
-        let future = deadline.sync_scope(|| self.inner.call(request));
+        let inner = &mut self.inner;
+        let timed = self.timer.try_timeout_at(deadline.instant(), || {
+            deadline.scope(deadline.sync_scope(|| inner.call(request)))
+        });
         ResponseFuture {
-            state: State::Timed {
-                future: self
-                    .timer
-                    .timeout_at(deadline.instant(), deadline.scope(future)),
+            state: match timed {
+                Ok(future) => State::Timed { future },
+                Err(_full) => State::Refused,
             },
         }
     }
@@ -195,6 +206,9 @@ pin_project! {
     enum State<F> {
         Plain { #[pin] future: F },
         Timed { #[pin] future: crate::Timeout<TaskLocalFuture<Deadline, F>> },
+        // A call with a deadline that its full timer refused: RESOURCE_EXHAUSTED on the
+        // first poll.
+        Refused,
         // A timed call has resolved: its future, the handler's, is dropped (at the deadline,
         // not when the response future is).
         Done,
@@ -204,7 +218,7 @@ pin_project! {
 impl<F> fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let deadline = match &self.state {
-            State::Plain { .. } | State::Done => None,
+            State::Plain { .. } | State::Refused | State::Done => None,
             State::Timed { future } => Some(future.deadline()),
         };
         f.debug_struct("ResponseFuture")
@@ -225,25 +239,29 @@ where
         let timed = match state.as_mut().project() {
             StateProj::Plain { future } => return future.poll(cx),
             StateProj::Timed { future } => ready!(future.poll(cx)),
+            StateProj::Refused => {
+                state.set(State::Done);
+                return Poll::Ready(Ok(trailers_only(
+                    RESOURCE_EXHAUSTED,
+                    "Too many pending timers",
+                )));
+            }
             StateProj::Done => panic!("`ResponseFuture` polled after completion"),
         };
         state.set(State::Done);
         Poll::Ready(match timed {
             Ok(response) => response,
-            Err(_) => Ok(deadline_exceeded()),
+            Err(_) => Ok(trailers_only(DEADLINE_EXCEEDED, "Deadline exceeded")),
         })
     }
 }
 
 /// A trailers-only gRPC response: the status in the headers, an empty body.
-fn deadline_exceeded<B: Default>() -> Response<B> {
+fn trailers_only<B: Default>(status: &'static str, message: &'static str) -> Response<B> {
     let mut response = Response::new(B::default());
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    headers.insert("grpc-status", HeaderValue::from_static(DEADLINE_EXCEEDED));
-    headers.insert(
-        "grpc-message",
-        HeaderValue::from_static("Deadline exceeded"),
-    );
+    headers.insert("grpc-status", HeaderValue::from_static(status));
+    headers.insert("grpc-message", HeaderValue::from_static(message));
     response
 }
