@@ -336,3 +336,33 @@ async fn over_loopback_tcp_a_silent_client_is_cut_off_and_a_trickling_one_is_not
     let mut rest = Vec::new();
     assert_eq!(silent.read_to_end(&mut rest).await.unwrap(), 0);
 }
+
+/// On a full explicit timer (`max_pending`), a read that must wait fails with an I/O error
+/// carrying the timer's error instead of panicking; the stream has not timed out, and once a
+/// slot is free the next wait takes it.
+#[tokio::test(start_paused = true)]
+async fn a_wait_on_a_full_timer_fails_with_the_timers_error() {
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
+    let (ours, mut peer) = duplex(64);
+    let mut conn = IdleTimeout::builder()
+        .idle(ms(100))
+        .timer(timer.clone())
+        .build(ours);
+    let mut buf = [0; 4];
+    let err = conn.read(&mut buf).await.unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::Other, "{err:?}");
+    assert_eq!(
+        err.get_ref()
+            .and_then(|e| e.downcast_ref::<tokio_timing_wheel::TimerError>()),
+        Some(&tokio_timing_wheel::TimerError::Full { max_pending: 1 }),
+        "{err:?}"
+    );
+    assert!(!IdleTimeout::is_idle_error(&err));
+    drop(held);
+    peer.write_all(b"ping").await.unwrap();
+    conn.read_exact(&mut buf).await.unwrap();
+    let mut read = task::spawn(conn.read(&mut buf));
+    assert_pending!(read.poll());
+    assert_eq!(timer.pending(), 1);
+}

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::timer_ref::TimerRef;
 use crate::clock::deadline_after;
-use crate::{Sleep, Timer};
+use crate::{Sleep, Timer, TimerError};
 
 pin_project! {
     /// Wraps a Tokio `AsyncRead + AsyncWrite` stream (a `TcpStream`, a TLS stream, ...) and
@@ -58,11 +58,16 @@ pin_project! {
     /// code (filling hyper's uninitialised read buffer), which this crate does not have, and
     /// would save nothing: `TokioIo` is a zero-cost adapter.
     ///
+    /// On an explicit timer built with [`max_pending`](crate::Builder::max_pending), a read or
+    /// write that must wait and finds the timer full (it needs a slot: its first wait, or one
+    /// after its timer fired) fails with an [`io::ErrorKind::Other`] error whose source is
+    /// [`TimerError::Full`](crate::TimerError::Full), rather than panicking or waiting with
+    /// no limit; the stream has not timed out, and a later wait tries again.
+    ///
     /// # Panics
     ///
     /// Polling a read or write that would wait, outside a Tokio runtime or on one without a
-    /// time driver (the default timer is that of the runtime it is polled on); or on a full
-    /// explicit timer (see [`Timer::sleep`]).
+    /// time driver (the default timer is that of the runtime it is polled on).
     ///
     /// # Examples
     ///
@@ -305,28 +310,37 @@ impl fmt::Display for IdleElapsed {
 impl std::error::Error for IdleElapsed {}
 
 /// A read or write must wait: arms `sleep` (created on first use) for `deadline` with this
-/// task's waker; `Ready` once the deadline has passed (or the timer shut down).
+/// task's waker; `Ready(Ok)` once the deadline has passed (or the timer shut down),
+/// `Ready(Err)` if an explicit timer with `max_pending` is full (then the next wait tries
+/// again with a new sleep).
 fn wait_idle(
-    sleep: &mut Option<Sleep>,
+    slot: &mut Option<Sleep>,
     deadline: Option<Instant>,
     timer: &TimerRef,
     cx: &mut Context<'_>,
-) -> Poll<()> {
+) -> Poll<Result<(), TimerError>> {
     let Some(deadline) = deadline else {
         return Poll::Pending;
     };
-    let sleep = sleep.get_or_insert_with(|| timer.sleep_until(deadline));
+    let sleep = match slot {
+        Some(sleep) => sleep,
+        None => slot.insert(timer.try_sleep_until(deadline)?),
+    };
     if sleep.deadline() != deadline {
-        if sleep.shard().is_shutdown() {
+        let placed = if sleep.shard().is_shutdown() {
             // Its timer shut down since: a new sleep, as for the first wait (on the runtime's
             // new default timer), rather than one that completes at once.
-            *sleep = timer.sleep_until(deadline);
+            timer.try_sleep_until(deadline).map(|new| *sleep = new)
         } else {
             // Activity since the last wait: a later deadline, one comparison in the wheel.
-            Pin::new(&mut *sleep).reset(deadline);
+            Pin::new(&mut *sleep).try_reset(deadline)
+        };
+        if let Err(e) = placed {
+            *slot = None; // without a slot: the next wait takes a new one
+            return Poll::Ready(Err(e));
         }
     }
-    Pin::new(sleep).poll(cx)
+    Pin::new(sleep).poll(cx).map(Ok)
 }
 
 impl<IO> IdleTimeout<IO> {
@@ -361,10 +375,12 @@ impl<IO> IdleTimeout<IO> {
             Poll::Pending => {
                 let sleep = if read { me.read_sleep } else { me.write_sleep };
                 match wait_idle(sleep, *me.deadline, me.timer, cx) {
-                    Poll::Ready(()) => {
+                    Poll::Ready(Ok(())) => {
                         *me.timed_out = true;
                         Poll::Ready(Err(timed_out_error()))
                     }
+                    // A full timer cannot time this wait: fail it rather than wait untimed.
+                    Poll::Ready(Err(full)) => Poll::Ready(Err(io::Error::other(full))),
                     Poll::Pending => Poll::Pending,
                 }
             }

@@ -48,7 +48,6 @@ impl TimerRef {
 
 impl TimerRef {
     /// The explicit timer, if it has a `max_pending` limit (the runtime's default never does).
-    #[cfg(any(feature = "tower", feature = "http", feature = "grpc"))]
     pub(crate) fn bounded(&self) -> Option<&Timer> {
         self.0.as_ref().filter(|t| t.shard().is_bounded())
     }
@@ -88,7 +87,6 @@ impl TimerRef {
     /// [`sleep_until`](Self::sleep_until), except that on a timer with a `max_pending` limit
     /// the sleep takes its slot now, and fails with the error if the timer is full (never with
     /// `Shutdown`: a sleep on a shut-down timer resolves when polled).
-    #[cfg(feature = "http")] // the body timeouts
     pub(crate) fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, crate::TimerError> {
         match self.bounded().map(|t| t.try_sleep_until(deadline)) {
             None | Some(Err(crate::TimerError::Shutdown)) => Ok(self.sleep_until(deadline)),
