@@ -875,3 +875,115 @@ fn serve_is_send_and_static() {
     }
     spawnable::<Serve<App>>(None);
 }
+
+/// How many panics of a full timer this process has seen (any thread), counted by a panic
+/// hook installed once; other panics go to the previous hook as before.
+fn full_timer_panics() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    static COUNT: AtomicUsize = AtomicUsize::new(0);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.to_string().contains("timer is full") {
+                COUNT.fetch_add(1, SeqCst);
+            }
+            previous(info);
+        }));
+    });
+    COUNT.load(SeqCst)
+}
+
+/// On an explicit timer with `max_pending` that is full, a connection whose limits need a
+/// timer is closed (counted as an error), not killed by a panic of its task.
+#[tokio::test]
+async fn a_full_timer_closes_the_connection_without_a_panic() {
+    let before = full_timer_panics();
+    let timer = tokio_timing_wheel::Timer::builder()
+        .max_pending(1)
+        .build()
+        .unwrap();
+    let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
+    let s = server()
+        .await
+        .timer(timer.clone())
+        .header_read_timeout(Duration::from_secs(5));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let took = until_closed(&mut tcp).await;
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    closed(&metrics, CloseReason::Error).await;
+    assert_eq!(
+        full_timer_panics(),
+        before,
+        "the connection's task panicked"
+    );
+    task.abort();
+}
+
+/// On an explicit timer with `max_pending` that is full, a connection idle limit fails the
+/// connection's I/O (closing it) rather than panicking in its task.
+#[tokio::test]
+async fn a_full_timer_fails_the_idle_limit_without_a_panic() {
+    let before = full_timer_panics();
+    let timer = tokio_timing_wheel::Timer::builder()
+        .max_pending(1)
+        .build()
+        .unwrap();
+    let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
+    let s = server()
+        .await
+        .timer(timer.clone())
+        .idle_timeout(Duration::from_secs(5));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let took = until_closed(&mut tcp).await;
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    closed(&metrics, CloseReason::Error).await;
+    assert_eq!(
+        full_timer_panics(),
+        before,
+        "the connection's task panicked"
+    );
+    task.abort();
+}
+
+/// The shutdown timeout holds on a full explicit timer (the server's own timer falls back to
+/// the runtime's default one): the server neither panics nor waits for ever.
+#[tokio::test]
+async fn shutdown_timeout_on_a_full_timer_still_cuts_the_rest() {
+    let timer = tokio_timing_wheel::Timer::builder()
+        .max_pending(1)
+        .build()
+        .unwrap();
+    let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let s = server()
+        .await
+        .timer(timer.clone())
+        .with_graceful_shutdown(async move {
+            let _ = stopped.await;
+        })
+        .shutdown_timeout(ms(100));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /slow/60000?mark=fullcut HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    in_flight("fullcut").await;
+    let started = Instant::now();
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the server did not resolve")
+        .expect("the server panicked")
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took >= ms(100) && took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(
+        metrics.closed(CloseReason::ShutdownTimeout),
+        1,
+        "{metrics:?}"
+    );
+    until_closed(&mut tcp).await;
+}

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use super::metrics::{CloseReason, Open};
 use super::tracked::Tracked;
 use crate::clock::deadline_after;
-use crate::{IdleTimeout, Sleep, Timer};
+use crate::{IdleTimeout, Sleep, Timer, TimerError};
 
 type BoxError = Box<dyn StdError + Send + Sync>;
 
@@ -50,10 +50,16 @@ pub(crate) struct ConnCtx {
 }
 
 impl ConnCtx {
-    fn sleep_until(&self, at: Instant) -> Sleep {
+    /// The connection's timer, for `at`; on an explicit timer with `max_pending` it takes its
+    /// slot now, and fails if the timer is full.
+    fn try_sleep_until(&self, at: Instant) -> Result<Sleep, TimerError> {
         match &self.timer {
-            Some(t) => t.sleep_until(at),
-            None => crate::sleep_wheel_until(at),
+            Some(t) if t.shard().is_bounded() => match t.try_sleep_until(at) {
+                Err(TimerError::Shutdown) => Ok(t.sleep_until(at)),
+                placed => placed,
+            },
+            Some(t) => Ok(t.sleep_until(at)),
+            None => Ok(crate::sleep_wheel_until(at)),
         }
     }
 }
@@ -320,6 +326,8 @@ pub(crate) async fn run<S, B>(
             Done(T),
             Phase,
             Due,
+            /// The explicit timer is full: the limits cannot be kept.
+            NoTimer(TimerError),
         }
         let event = poll_fn(|cx| {
             if wakes {
@@ -360,9 +368,17 @@ pub(crate) async fn run<S, B>(
                 next_due(&untracked, blocked, &ctx.limits, accepted, drain.as_ref())
             };
             if let Some((at, _)) = next {
-                let s = sleep.get_or_insert_with(|| ctx.sleep_until(at));
+                let s = match &mut sleep {
+                    Some(s) => s,
+                    None => match ctx.try_sleep_until(at) {
+                        Ok(s) => sleep.insert(s),
+                        Err(e) => return Poll::Ready(Event::NoTimer(e)),
+                    },
+                };
                 if s.deadline() != at {
-                    Pin::new(&mut *s).reset(at);
+                    if let Err(e) = Pin::new(&mut *s).try_reset(at) {
+                        return Poll::Ready(Event::NoTimer(e));
+                    }
                 }
                 if Pin::new(s).poll(cx).is_ready() {
                     return Poll::Ready(Event::Due);
@@ -387,6 +403,11 @@ pub(crate) async fn run<S, B>(
                     }
                 }
                 tracing::debug!(%peer, error = %e, "connection error");
+                break CloseReason::Error;
+            }
+            // A connection whose limits cannot be timed is not served untimed: closed.
+            Event::NoTimer(e) => {
+                tracing::warn!(%peer, error = %e, "no timer for the connection's limits; closing it");
                 break CloseReason::Error;
             }
             // `notified` has completed: the loop's top makes a fresh one.

@@ -252,6 +252,15 @@ impl<S> Serve<S> {
 
     /// Puts every timer of the server on `timer` instead of the runtime's default wheel.
     ///
+    /// If `timer` was built with [`max_pending`](crate::Builder::max_pending) and is full, a
+    /// connection whose limits need a timer it cannot get is closed (counted as
+    /// [`CloseReason::Error`](super::CloseReason::Error)) rather than served without them or
+    /// killed by a panic; the server's own timers (the pause before accepting again after an
+    /// accept error, and the [`shutdown_timeout`](Serve::shutdown_timeout)) go on the
+    /// runtime's default timer instead. hyper's own timers (HTTP/2 keep-alive pings, through
+    /// [`HyperTimer`](crate::hyper::HyperTimer)) have no way to report an error: on a full
+    /// timer they panic in the connection's task, which closes it.
+    ///
     /// # Examples
     ///
     /// ```
@@ -494,10 +503,7 @@ impl<S> Serve<S> {
                     // examples and axum do), then accept again.
                     tracing::error!(error = %e, "accept failed; retrying in 1 s");
                     let at = Instant::now() + Duration::from_secs(1);
-                    pause = Some(match &timer {
-                        Some(t) => t.sleep_until(at),
-                        None => crate::sleep_wheel_until(at),
-                    });
+                    pause = Some(server_sleep(timer.as_ref(), at));
                 }
             }
         }
@@ -510,10 +516,7 @@ impl<S> Serve<S> {
         ctx.phase.set(DRAINING);
         if let Some(limit) = limits.shutdown_timeout {
             let at = deadline_after(signalled, limit);
-            let cut = match &timer {
-                Some(t) => t.sleep_until(at),
-                None => crate::sleep_wheel_until(at),
-            };
+            let cut = server_sleep(timer.as_ref(), at);
             let mut cut = std::pin::pin!(cut);
             let mut closed = std::pin::pin!(live.closed());
             let all_gone = poll_fn(|cx| {
@@ -533,6 +536,24 @@ impl<S> Serve<S> {
         }
         live.closed().await;
         Ok(())
+    }
+}
+
+/// The server's own timer (the accept retry's pause, the shutdown's cut) for `at`, on `timer`;
+/// if that is an explicit timer with `max_pending` that is full, on the runtime's default
+/// timer instead: the server does not panic, nor give up the limit.
+fn server_sleep(timer: Option<&Timer>, at: Instant) -> crate::Sleep {
+    match timer {
+        Some(t) if t.shard().is_bounded() => match t.try_sleep_until(at) {
+            Ok(sleep) => sleep,
+            Err(crate::TimerError::Shutdown) => t.sleep_until(at),
+            Err(e) => {
+                tracing::warn!(error = %e, "server timer on the runtime's default timer");
+                crate::sleep_wheel_until(at)
+            }
+        },
+        Some(t) => t.sleep_until(at),
+        None => crate::sleep_wheel_until(at),
     }
 }
 
