@@ -426,3 +426,34 @@ async fn a_full_timer_answers_resource_exhausted_without_calling_the_handler() {
     assert!(plain.poll().is_pending());
     assert_eq!(calls.load(SeqCst), 1);
 }
+
+/// A call waiting when its timer shuts down is answered UNAVAILABLE (the server is going
+/// away), not DEADLINE_EXCEEDED: its deadline had not passed, and a client may retry it.
+#[tokio::test(start_paused = true)]
+async fn a_call_cut_by_a_timer_shutdown_answers_unavailable() {
+    use tokio_timing_wheel::Timer;
+    use tower::{Layer, Service};
+
+    let timer = Timer::builder().build().unwrap();
+    let mut svc = GrpcTimeoutLayer::new()
+        .timer(timer.clone())
+        .layer(tower::service_fn(|_req: http::Request<()>| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<_, std::convert::Infallible>(http::Response::new(String::from("late")))
+        }));
+    let req = http::Request::builder()
+        .header("grpc-timeout", "1S")
+        .body(())
+        .unwrap();
+    let mut waiting = tokio_test::task::spawn(svc.call(req));
+    assert!(waiting.poll().is_pending());
+    timer.shutdown();
+    assert!(waiting.is_woken());
+    let res = match waiting.poll() {
+        Poll::Ready(res) => res.unwrap(),
+        Poll::Pending => panic!("a shutdown resolves the call's timer"),
+    };
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["grpc-status"], "14"); // UNAVAILABLE
+    assert!(res.body().is_empty());
+}

@@ -448,3 +448,28 @@ async fn a_body_whose_slot_was_taken_fails_with_the_timers_error() {
         "{err:?}"
     );
 }
+
+/// A request waiting when its timer shuts down is answered `503 Service Unavailable`, not
+/// `408`: it was not slow (its limit had not passed), the server can no longer time it.
+#[tokio::test(start_paused = true)]
+async fn a_request_cut_by_a_timer_shutdown_answers_503_not_408() {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    use tokio_timing_wheel::Timer;
+    use tower::{Layer, Service};
+
+    let timer = Timer::builder().build().unwrap();
+    let mut svc = TimeoutLayer::new(Duration::from_secs(1))
+        .timer(timer.clone())
+        .layer(counted_slow_handler(Arc::new(AtomicUsize::new(0))));
+    let mut waiting = tokio_test::task::spawn(svc.call(Request::new(())));
+    assert!(waiting.poll().is_pending());
+    timer.shutdown();
+    assert!(waiting.is_woken());
+    let res = match waiting.poll() {
+        Poll::Ready(res) => res.unwrap(),
+        Poll::Pending => panic!("a shutdown resolves the request's timer"),
+    };
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(res.body().is_empty());
+}

@@ -18,6 +18,8 @@ use crate::Timer;
 
 /// The `grpc-status` of DEADLINE_EXCEEDED.
 const DEADLINE_EXCEEDED: &str = "4";
+/// The `grpc-status` of UNAVAILABLE.
+const UNAVAILABLE: &str = "14";
 
 /// The `grpc-status` of RESOURCE_EXHAUSTED (what tonic answers for an overloaded server).
 const RESOURCE_EXHAUSTED: &str = "8";
@@ -124,7 +126,9 @@ impl<S> Layer<S> for GrpcTimeoutLayer {
 /// a call with a deadline takes no timer: the handler is not called, and the client gets a
 /// trailers-only `RESOURCE_EXHAUSTED` (`grpc-status: 8`, as tonic answers an overloaded
 /// server) at once, rather than the request's task panicking. A call without a deadline needs
-/// no timer and is served as usual.
+/// no timer and is served as usual. A call still waiting when its timer shuts down (see
+/// [`Timer::shutdown`](crate::Timer::shutdown)) gets a trailers-only `UNAVAILABLE`
+/// (`grpc-status: 14`) at the shutdown: its deadline had not passed, and a client may retry it.
 ///
 /// # Examples
 ///
@@ -251,6 +255,11 @@ where
         state.set(State::Done);
         Poll::Ready(match timed {
             Ok(response) => response,
+            // The timer shut down before the deadline: the server is going away; a client may
+            // retry an UNAVAILABLE call elsewhere, where DEADLINE_EXCEEDED would tell it not to.
+            Err(elapsed) if elapsed.is_shutdown() => {
+                Ok(trailers_only(UNAVAILABLE, "Server shutting down"))
+            }
             Err(_) => Ok(trailers_only(DEADLINE_EXCEEDED, "Deadline exceeded")),
         })
     }

@@ -121,7 +121,9 @@ impl<S> Layer<S> for TimeoutLayer {
 ///
 /// On an explicit timer built with [`max_pending`](crate::Builder::max_pending) that is full,
 /// a request is refused with an empty `503 Service Unavailable`, without calling the inner
-/// service (see [`call`](Timeout::call)).
+/// service (see [`call`](Timeout::call)). A request still waiting when its timer shuts down
+/// (see [`Timer::shutdown`](crate::Timer::shutdown)) is answered `503` too, at the shutdown:
+/// it was not slow, and it can no longer be timed.
 ///
 /// # Examples
 ///
@@ -291,8 +293,9 @@ where
         me.inner.set(None);
         Poll::Ready(match result {
             Ok(response) => response,
-            // Also when the timer was shut down: the request cannot be timed any more, and
-            // answering is better than hanging.
+            // The timer shut down before the limit: the request was not slow, but it cannot
+            // be timed any more (the server is going away), and answering beats hanging.
+            Err(elapsed) if elapsed.is_shutdown() => Ok(empty(StatusCode::SERVICE_UNAVAILABLE)),
             Err(_) => Ok(empty(*me.status)),
         })
     }
