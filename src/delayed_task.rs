@@ -179,6 +179,12 @@ impl<T> Header<T> {
         }
     }
 
+    /// Lets go of the waker of whoever awaited the handle (the handle is dropped).
+    fn forget_waiter(&self) {
+        let waiter = lock(&self.slot).waiter.take();
+        drop(waiter); // user code: outside the lock
+    }
+
     fn is_finished(&self) -> bool {
         let slot = lock(&self.slot);
         slot.result.is_some() || slot.taken
@@ -320,6 +326,8 @@ pub struct DelayedTask<T> {
     registration: Option<(Arc<Shard>, Key)>,
     /// When it is (or was) due to start.
     deadline: Instant,
+    /// Polled at least once: the header may hold the waker of whoever awaited it.
+    polled: bool,
 }
 
 impl<T> fmt::Debug for DelayedTask<T> {
@@ -365,6 +373,7 @@ impl<T: Send + 'static> DelayedTask<T> {
             cell,
             registration,
             deadline,
+            polled: false,
         })
     }
 
@@ -376,6 +385,7 @@ impl<T: Send + 'static> DelayedTask<T> {
             cell: Arc::new(Finished(header)),
             registration: None,
             deadline,
+            polled: false,
         }
     }
 }
@@ -501,11 +511,24 @@ impl<T> Future for DelayedTask<T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // One unit of the cooperative budget, as Tokio's `JoinHandle`.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
-        let poll = self.cell.header().poll_result(cx);
+        let this = self.get_mut();
+        this.polled = true;
+        let poll = this.cell.header().poll_result(cx);
         if poll.is_ready() {
             coop.made_progress();
         }
         poll
+    }
+}
+
+impl<T> Drop for DelayedTask<T> {
+    /// Detaches the task (it still runs) and, as Tokio's `JoinHandle` does, lets go of the
+    /// waker of whoever awaited the handle: it would otherwise keep that task alive (and be
+    /// woken for nothing) until the delayed task finished, possibly years later.
+    fn drop(&mut self) {
+        if self.polled {
+            self.cell.header().forget_waiter();
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
-use std::task::Context;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -14,7 +14,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use tokio_timing_wheel::{sleep_wheel, spawn_after, spawn_at, DelayedError, DelayedTask, Timer};
 
 mod common;
-use common::{ms, settle, XorShift};
+use common::{ms, settle, CountingWaker, XorShift};
 
 const TICK: Duration = Duration::from_millis(1);
 
@@ -605,4 +605,27 @@ async fn reset_is_false_once_the_task_started_was_cancelled_or_shut_down() {
     // Due at once when spawned: nothing left to move.
     let mut t = spawn_after(Duration::ZERO, async {});
     assert!(!t.reset(Instant::now() + ms(10)));
+}
+
+/// As with Tokio's `JoinHandle`, dropping the handle lets go of the waker of whoever awaited
+/// it: a detached task must not keep the awaiting task alive until it runs (here an hour).
+#[tokio::test(start_paused = true)]
+async fn dropping_an_awaited_handle_releases_its_waker() {
+    let woken = Arc::new(CountingWaker::default());
+    let waker = Waker::from(woken.clone());
+    let mut t = spawn_after(Duration::from_secs(3_600), async { 1 });
+    assert!(Pin::new(&mut t)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    drop(waker);
+    assert_eq!(Arc::strong_count(&woken), 2, "the handle holds the waker");
+    drop(t);
+    assert_eq!(
+        Arc::strong_count(&woken),
+        1,
+        "a dropped handle still held the waker"
+    );
+    tokio::time::sleep(Duration::from_secs(3_601)).await;
+    settle().await;
+    assert_eq!(woken.count(), 0, "nor is it woken when the task finishes");
 }
