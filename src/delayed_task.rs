@@ -353,7 +353,10 @@ impl<T: Send + 'static> DelayedTask<T> {
         F: Future<Output = T> + Send + 'static,
     {
         if shard.is_shutdown() {
-            return Err(TimerError::Shutdown); // before allocating the cell
+            // Before allocating the cell. The future never runs: its destructor (user code) is
+            // contained, as at a cancel or a shutdown's drain.
+            drop_contained(Some(future));
+            return Err(TimerError::Shutdown);
         }
         let cell = Arc::new(TaskCell {
             header: Header::new(),
@@ -361,12 +364,17 @@ impl<T: Send + 'static> DelayedTask<T> {
             shard: shard.clone(),
         });
         let registration =
-            match shard.register_at(deadline, check_clock, || Waker::from(cell.clone()))? {
-                Some(key) => Some((shard, key)),
-                None => {
+            match shard.register_at(deadline, check_clock, || Waker::from(cell.clone())) {
+                Ok(Some(key)) => Some((shard, key)),
+                Ok(None) => {
                     // Due already: start it now.
                     Waker::from(cell.clone()).wake();
                     None
+                }
+                Err(e) => {
+                    // Refused (full, or shut down meanwhile): the future never runs.
+                    drop_contained(cell.take_future());
+                    return Err(e);
                 }
             };
         Ok(DelayedTask {
@@ -585,7 +593,8 @@ impl Timer {
     ///
     /// [`TimerError::Full`] if the timer was built with [`max_pending`](crate::Builder::max_pending)
     /// and that many timers are pending (without a limit: if the calling thread's shard holds
-    /// the most a wheel can index); `future` is dropped without running. Never
+    /// the most a wheel can index); `future` is dropped without running (a panic in its
+    /// destructor is contained and logged, as when a task is cancelled). Never
     /// [`TimerError::Shutdown`]: see above.
     pub fn try_spawn_after<F>(
         &self,

@@ -11,7 +11,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_test::{assert_pending, assert_ready, task};
-use tokio_timing_wheel::{sleep_wheel, spawn_after, spawn_at, DelayedError, DelayedTask, Timer};
+use tokio_timing_wheel::{
+    sleep_wheel, spawn_after, spawn_at, DelayedError, DelayedTask, Timer, TimerError,
+};
 
 mod common;
 use common::{ms, settle, CountingWaker, XorShift};
@@ -628,4 +630,36 @@ async fn dropping_an_awaited_handle_releases_its_waker() {
     tokio::time::sleep(Duration::from_secs(3_601)).await;
     settle().await;
     assert_eq!(woken.count(), 0, "nor is it woken when the task finishes");
+}
+
+/// A future whose destructor panics (on purpose), unless it is dropped while unwinding.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("a delayed task's future panics when dropped (on purpose)");
+        }
+    }
+}
+
+/// A future refused by a shut-down timer never runs, and, as one cancelled or drained by a
+/// shutdown, is dropped with its destructor's panic contained: `spawn_after` on a shut-down
+/// timer does not panic, it resolves with the shutdown error.
+#[tokio::test(start_paused = true)]
+async fn a_refused_future_that_panics_when_dropped_is_contained() {
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let _holds_the_slot = timer.spawn_after(Duration::from_secs(10), async {});
+    let bomb = PanicsOnDrop;
+    let full = timer.try_spawn_after(ms(10), async move {
+        let _bomb = &bomb;
+    });
+    assert!(matches!(full, Err(TimerError::Full { .. })));
+
+    timer.shutdown();
+    let bomb = PanicsOnDrop;
+    let refused = timer.spawn_after(ms(10), async move {
+        let _bomb = &bomb;
+    });
+    assert!(refused.await.unwrap_err().is_shutdown());
 }
