@@ -91,8 +91,10 @@
 //!   task is caught and reported as [`DelayedError::is_panic`].
 //! - **Shutdown resolves everything** (see [`Timer::shutdown`]): pending sleeps complete,
 //!   timeouts return [`Elapsed`] with [`Elapsed::is_shutdown`], delayed tasks resolve with
-//!   [`DelayedError::is_shutdown`]. The same happens when the runtime shuts down. A deadline
-//!   reached before the shutdown still counts as elapsed.
+//!   [`DelayedError::is_shutdown`]. The same happens when the runtime shuts down. A sleep's
+//!   or timeout's deadline reached before the shutdown still counts as elapsed; a delayed
+//!   task not yet started when the timer shut down never runs, even if its deadline had
+//!   passed.
 //! - **Re-polls are cheap.** A pending sleep or timeout polled again by the same task (a
 //!   request timeout at every wake of its handler) reads two atomics, as Tokio's does: no lock,
 //!   no reference count. A new task's waker is swapped in under the shard's lock.

@@ -663,3 +663,25 @@ async fn a_refused_future_that_panics_when_dropped_is_contained() {
     });
     assert!(refused.await.unwrap_err().is_shutdown());
 }
+
+/// A delayed task whose deadline passed but that no firing pass had started when its timer
+/// shut down never runs: it resolves with the shutdown error (a sleep would count as elapsed).
+/// Real time: a current-thread runtime whose only task blocks cannot fire its timer.
+#[test]
+fn a_task_due_but_not_started_at_shutdown_resolves_as_shut_down() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let timer = Timer::builder().build().unwrap();
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = ran.clone();
+        let t = timer.spawn_after(ms(1), async move { flag.store(true, SeqCst) });
+        std::thread::sleep(ms(20)); // the deadline passes; the runtime cannot fire
+        timer.shutdown();
+        assert!(t.await.unwrap_err().is_shutdown());
+        settle().await;
+        assert!(!ran.load(SeqCst));
+    });
+}

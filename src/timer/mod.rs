@@ -201,7 +201,9 @@ impl Timer {
     ///
     /// A sleep or timeout whose deadline had already passed when the timer shut down counts
     /// as elapsed, not as shut down ([`Sleep::is_shutdown`](crate::Sleep::is_shutdown) is
-    /// false), even if it is first polled afterwards.
+    /// false), even if it is first polled afterwards. Not so a delayed task: one that had not
+    /// started (its deadline passed, but no firing pass had spawned it yet) resolves with the
+    /// shutdown error and never runs.
     ///
     /// The same happens when the timer's runtime shuts down.
     pub fn shutdown(&self) {
