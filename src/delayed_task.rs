@@ -529,6 +529,11 @@ impl<T> Future for DelayedTask<T> {
     }
 }
 
+// As Tokio's `JoinHandle`: a panic caught around a use of the handle leaves nothing half
+// done (the cell's locks ignore poisoning, and each update is made whole under one).
+impl<T> std::panic::UnwindSafe for DelayedTask<T> {}
+impl<T> std::panic::RefUnwindSafe for DelayedTask<T> {}
+
 impl<T> Drop for DelayedTask<T> {
     /// Detaches the task (it still runs) and, as Tokio's `JoinHandle` does, lets go of the
     /// waker of whoever awaited the handle: it would otherwise keep that task alive (and be

@@ -685,3 +685,17 @@ fn a_task_due_but_not_started_at_shutdown_resolves_as_shut_down() {
         assert!(!ran.load(SeqCst));
     });
 }
+
+/// The handle has the auto traits of Tokio's `JoinHandle`, whatever its output: `Send`, `Sync`
+/// and `Unpin` for any `Send` output (`!Sync` ones too), and unwind-safe, so it can be used
+/// inside `catch_unwind` without `AssertUnwindSafe`.
+#[tokio::test(start_paused = true)]
+async fn the_handle_has_the_auto_traits_of_a_join_handle() {
+    use std::panic::{RefUnwindSafe, UnwindSafe};
+    fn join_handle_like<H: Send + Sync + Unpin + UnwindSafe + RefUnwindSafe>(_: &H) {}
+    join_handle_like(&tokio::spawn(async { std::cell::Cell::new(1u8) }));
+    let t = spawn_after(ms(1), async { std::cell::Cell::new(5u8) });
+    join_handle_like(&t);
+    assert!(!catch_unwind(|| t.is_finished()).unwrap());
+    assert_eq!(t.await.unwrap().get(), 5);
+}
