@@ -165,6 +165,10 @@ impl<T> Header<T> {
     }
 
     /// Stores the outcome (the first one wins) and wakes the handle's waiter.
+    ///
+    /// Never unwinds: it runs inside a shutdown's drain (which must go on to drop the
+    /// future), in the spawned task, and at a cancel. The waiter's waker is user code, woken
+    /// inside a catch, as Tokio wakes a `JoinHandle`'s.
     pub(crate) fn complete(&self, result: Result<T, DelayedError>) {
         let waiter = {
             let mut slot = lock(&self.slot);
@@ -175,7 +179,11 @@ impl<T> Header<T> {
             slot.waiter.take()
         };
         if let Some(w) = waiter {
-            w.wake();
+            if crate::driver::panicked(move || w.wake()) {
+                tracing::error!(
+                    "the waker of a task awaiting a delayed task panicked when woken; contained"
+                );
+            }
         }
     }
 
@@ -252,7 +260,8 @@ where
     fn wake(self: Arc<Self>) {
         if self.shard.is_shutdown() {
             if self.header.try_resolve() {
-                // Resolve first: the future's destructor is user code and may panic.
+                // Resolve first: the future's destructor is user code and may panic (the
+                // awaiter's waker cannot unwind out of `complete` and skip the drop).
                 self.header.complete(Err(DelayedError::shutdown()));
                 drop_contained(self.take_future());
             }

@@ -699,3 +699,63 @@ async fn the_handle_has_the_auto_traits_of_a_join_handle() {
     assert!(!catch_unwind(|| t.is_finished()).unwrap());
     assert_eq!(t.await.unwrap().get(), 5);
 }
+
+/// A waker that panics (on purpose) when woken.
+struct PanickingWaker;
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("the awaiting task's waker panics (on purpose)");
+    }
+}
+
+/// At a shutdown's drain, the waker of whoever awaits a delayed task is user code and may
+/// panic: the task's future is still dropped there, inside the drain (its destructor's panic
+/// contained), never left for later (when the handle is dropped, where its panic would reach
+/// the dropper).
+#[tokio::test(start_paused = true)]
+async fn a_panicking_awaiter_waker_at_shutdown_still_drops_the_future_contained() {
+    struct DropFlag(Arc<AtomicBool>);
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            self.0.store(true, SeqCst);
+            if !std::thread::panicking() {
+                panic!("a delayed task's future panics when dropped (on purpose)");
+            }
+        }
+    }
+    let timer = Timer::builder().build().unwrap();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let guard = DropFlag(dropped.clone());
+    let mut t = timer.spawn_after(Duration::from_secs(3_600), async move {
+        let _guard = guard;
+        unreachable!("shut down first");
+    });
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    assert!(Pin::new(&mut t)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    timer.shutdown();
+    assert!(
+        dropped.load(SeqCst),
+        "the drain skipped the future's drop after the awaiter's waker panicked"
+    );
+    let t = catch_unwind(AssertUnwindSafe(move || {
+        drop(t);
+    }));
+    assert!(t.is_ok(), "the future's panic reached the handle's dropper");
+}
+
+/// A panicking waker of whoever awaits the handle is contained wherever the task resolves:
+/// at a cancel, the canceller gets `true`, not the waker's panic.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_awaiter_waker_at_cancel_is_contained() {
+    let mut t = spawn_after(Duration::from_secs(3_600), async { 1 });
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    assert!(Pin::new(&mut t)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    let cancelled = catch_unwind(AssertUnwindSafe(|| t.cancel()));
+    assert!(matches!(cancelled, Ok(true)), "{cancelled:?}");
+    assert!(t.await.unwrap_err().is_cancelled());
+}
