@@ -167,12 +167,15 @@ impl<T> Header<T> {
     /// Stores the outcome (the first one wins) and wakes the handle's waiter.
     ///
     /// Never unwinds: it runs inside a shutdown's drain (which must go on to drop the
-    /// future), in the spawned task, and at a cancel. The waiter's waker is user code, woken
-    /// inside a catch, as Tokio wakes a `JoinHandle`'s.
+    /// future), in the spawned task, and at a cancel. The waiter's waker and an
+    /// outcome nobody will take (the handle was dropped) are user code, dropped and woken
+    /// inside a catch, as Tokio does for a `JoinHandle`'s waker and a detached task's output.
     pub(crate) fn complete(&self, result: Result<T, DelayedError>) {
         let waiter = {
             let mut slot = lock(&self.slot);
             if slot.result.is_some() || slot.taken {
+                drop(slot);
+                drop_result_contained(Some(result));
                 return;
             }
             slot.result = Some(result);
@@ -187,10 +190,17 @@ impl<T> Header<T> {
         }
     }
 
-    /// Lets go of the waker of whoever awaited the handle (the handle is dropped).
-    fn forget_waiter(&self) {
-        let waiter = lock(&self.slot).waiter.take();
-        drop(waiter); // user code: outside the lock
+    /// The handle is dropped: lets go of the waker of whoever awaited it, and of the outcome
+    /// if it is there (a later one is dropped by [`complete`](Self::complete)), its
+    /// destructor's panic contained, as Tokio's `JoinHandle` drop does.
+    fn detach(&self) {
+        let (waiter, result) = {
+            let mut slot = lock(&self.slot);
+            slot.taken = true;
+            (slot.waiter.take(), slot.result.take())
+        };
+        drop(waiter); // user code: outside the lock, in the dropper (as Tokio's)
+        drop_result_contained(result);
     }
 
     fn is_finished(&self) -> bool {
@@ -299,6 +309,14 @@ fn drop_contained<F>(fut: Option<F>) {
     }
 }
 
+/// Drops the outcome of a delayed task nobody will take (its output, or a panic's payload:
+/// user code), containing a panic in its destructor, which is logged.
+fn drop_result_contained<T>(result: Option<Result<T, DelayedError>>) {
+    if result.is_some() && crate::driver::panicked(move || drop(result)) {
+        tracing::error!("a delayed task's output panicked while being dropped; contained");
+    }
+}
+
 /// Resolves the handle with the shutdown error if the spawned task is dropped unfinished
 /// (the runtime shut down before or while running it).
 struct CompleteOnDrop<T>(Option<Arc<dyn ErasedCell<T>>>);
@@ -335,8 +353,6 @@ pub struct DelayedTask<T> {
     registration: Option<(Arc<Shard>, Key)>,
     /// When it is (or was) due to start.
     deadline: Instant,
-    /// Polled at least once: the header may hold the waker of whoever awaited it.
-    polled: bool,
 }
 
 impl<T> fmt::Debug for DelayedTask<T> {
@@ -390,7 +406,6 @@ impl<T: Send + 'static> DelayedTask<T> {
             cell,
             registration,
             deadline,
-            polled: false,
         })
     }
 
@@ -402,7 +417,6 @@ impl<T: Send + 'static> DelayedTask<T> {
             cell: Arc::new(Finished(header)),
             registration: None,
             deadline,
-            polled: false,
         }
     }
 }
@@ -528,9 +542,7 @@ impl<T> Future for DelayedTask<T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // One unit of the cooperative budget, as Tokio's `JoinHandle`.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
-        let this = self.get_mut();
-        this.polled = true;
-        let poll = this.cell.header().poll_result(cx);
+        let poll = self.cell.header().poll_result(cx);
         if poll.is_ready() {
             coop.made_progress();
         }
@@ -545,12 +557,12 @@ impl<T> std::panic::RefUnwindSafe for DelayedTask<T> {}
 
 impl<T> Drop for DelayedTask<T> {
     /// Detaches the task (it still runs) and, as Tokio's `JoinHandle` does, lets go of the
-    /// waker of whoever awaited the handle: it would otherwise keep that task alive (and be
-    /// woken for nothing) until the delayed task finished, possibly years later.
+    /// waker of whoever awaited the handle (it would otherwise keep that task alive, and be
+    /// woken for nothing, until the delayed task finished, possibly years later) and drops an
+    /// output nobody took, now or when the task finishes, a panic in its destructor contained
+    /// (logged) rather than reaching whoever dropped the handle.
     fn drop(&mut self) {
-        if self.polled {
-            self.cell.header().forget_waiter();
-        }
+        self.cell.header().detach();
     }
 }
 

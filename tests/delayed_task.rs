@@ -700,6 +700,63 @@ async fn the_handle_has_the_auto_traits_of_a_join_handle() {
     assert_eq!(t.await.unwrap().get(), 5);
 }
 
+/// An output whose destructor panics (on purpose), unless it is dropped while unwinding.
+struct OutputPanicsOnDrop;
+
+impl Drop for OutputPanicsOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("a delayed task's output panics when dropped (on purpose)");
+        }
+    }
+}
+
+/// As Tokio's `JoinHandle`: dropping a handle whose task finished with an output nobody took
+/// (or a panic's payload) drops it with its destructor's panic contained; the panic does not
+/// reach whoever dropped the handle (polled or not).
+#[tokio::test(start_paused = true)]
+async fn dropping_a_handle_drops_an_untaken_output_that_panics_contained() {
+    for polled in [false, true] {
+        let mut t = spawn_after(ms(10), async { OutputPanicsOnDrop });
+        if polled {
+            let waker = Waker::from(Arc::new(CountingWaker::default()));
+            assert!(Pin::new(&mut t)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
+        }
+        tokio::time::sleep(ms(20)).await;
+        settle().await;
+        assert!(t.is_finished());
+        assert!(
+            catch_unwind(AssertUnwindSafe(move || drop(t))).is_ok(),
+            "the output's panic reached the handle's dropper (polled: {polled})"
+        );
+    }
+
+    // The same for the payload of a task that panicked.
+    let t = spawn_after(ms(10), async {
+        std::panic::panic_any(OutputPanicsOnDrop);
+    });
+    tokio::time::sleep(ms(20)).await;
+    settle().await;
+    assert!(t.is_finished());
+    assert!(
+        catch_unwind(AssertUnwindSafe(move || drop(t))).is_ok(),
+        "the panic payload's panic reached the handle's dropper"
+    );
+}
+
+/// A handle dropped before its task finishes: the output, dropped when the task finishes,
+/// has its destructor's panic contained too, and the timer goes on.
+#[tokio::test(start_paused = true)]
+async fn an_output_finished_after_its_handle_dropped_panics_contained() {
+    drop(spawn_after(ms(10), async { OutputPanicsOnDrop }));
+    tokio::time::sleep(ms(20)).await;
+    settle().await;
+    let t = spawn_after(ms(10), async { 7 });
+    assert_eq!(t.await.unwrap(), 7);
+}
+
 /// A waker that panics (on purpose) when woken.
 struct PanickingWaker;
 
