@@ -493,7 +493,9 @@ impl<T> DelayedTask<T> {
     ///
     /// A later deadline costs one comparison under the shard's lock: the task stays where it
     /// is in the wheel and is re-filed lazily when its old slot comes. An earlier one relinks
-    /// it (O(1)); one already passed starts it on the timer's next pass. On a timer built with
+    /// it (O(1)); one already passed starts it on the timer's next pass (and, in the timer's
+    /// [`Lateness`](crate::Lateness), counts as late from the reset, not from the past
+    /// deadline). On a timer built with
     /// [`max_pending`](crate::Builder::max_pending) the task keeps its slot.
     ///
     /// # Examples
@@ -516,14 +518,22 @@ impl<T> DelayedTask<T> {
     /// # }
     /// ```
     pub fn reset(&mut self, deadline: Instant) -> bool {
-        self.deadline = deadline;
+        let old = std::mem::replace(&mut self.deadline, deadline);
         let Some((shard, key)) = &self.registration else {
             return false;
         };
         if shard.is_shutdown() || self.cell.header().state.load(Acquire) != WAITING {
             return false;
         }
-        shard.reschedule_at(*key, deadline)
+        // An earlier deadline already passed is due at once: filed for now, so the timer's
+        // lateness counts from this reset, not from a deadline in the past (or from the
+        // timer's start). A later one reads no clock.
+        let due = if deadline < old {
+            deadline.max(shard.now())
+        } else {
+            deadline
+        };
+        shard.reschedule_at(*key, due)
     }
 
     /// Whether the task has finished: it ran to completion or panicked, was cancelled, or

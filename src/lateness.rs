@@ -24,6 +24,9 @@ const BUCKETS: usize = 32;
 /// What counts: every firing of a wheel entry (a sleep, timeout, delayed task, an interval's
 /// tick, a delay queue's registration). A `Sleep` reset to a later deadline is re-filed when
 /// its first entry fires, and that firing counts too (it was on time for the old deadline).
+/// A deadline already passed when it was set is due at once, and counts from when it was
+/// set: a delayed task [reset](crate::DelayedTask::reset) to an instant in the past counts
+/// as late from the reset, not from that instant.
 ///
 /// # Examples
 ///

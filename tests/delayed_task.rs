@@ -816,3 +816,31 @@ async fn a_panicking_awaiter_waker_at_cancel_is_contained() {
     assert!(matches!(cancelled, Ok(true)), "{cancelled:?}");
     assert!(t.await.unwrap_err().is_cancelled());
 }
+
+/// A task reset to a deadline already passed is due at once: the timer's lateness counts it
+/// from the reset, not from the past deadline (an hour late, or late since the timer was
+/// built), so one such reset does not inflate the lateness figures.
+#[tokio::test(start_paused = true)]
+async fn a_reset_into_the_past_counts_lateness_from_the_reset() {
+    let timer = Timer::builder().build().unwrap();
+    let built = Instant::now();
+    tokio::time::advance(Duration::from_secs(60)).await;
+    for past in [
+        built + Duration::from_secs(30),
+        built - Duration::from_secs(3_600),
+    ] {
+        let before = timer.metrics().lateness;
+        let mut t = timer.spawn_after(Duration::from_secs(60), async { Instant::now() });
+        tokio::time::advance(ms(10)).await;
+        let reset_at = Instant::now();
+        assert!(t.reset(past));
+        assert_on_time((&mut t).await.unwrap(), reset_at);
+        let window = timer.metrics().lateness.since(&before);
+        assert_eq!(window.count(), 1);
+        assert!(
+            window.max() <= 2 * TICK,
+            "a reset into the past counted {:?} late",
+            window.max()
+        );
+    }
+}
