@@ -1,8 +1,10 @@
 //! `Lateness`: how late a timer's entries fired, as a histogram of power-of-two buckets.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::Duration;
+
+use crate::loom::AtomicU64;
 
 /// Buckets: under 1 µs, then `[2^(i-1), 2^i)` µs for `i` in `1..31`, then 2^30 µs (about
 /// 18 minutes) and more.
@@ -64,6 +66,8 @@ impl Lateness {
 
     /// The largest lateness (exact for a snapshot; for a [`since`](Lateness::since) window,
     /// the upper bound of its highest non-empty bucket, or the all-time largest if smaller).
+    /// Never below an entry the snapshot counts, even one taken while a pass adds its
+    /// figures (which may already include in `max` an entry it does not count yet).
     pub fn max(&self) -> Duration {
         self.max
     }
@@ -199,24 +203,68 @@ pub(crate) struct LatenessCounters {
 
 impl LatenessCounters {
     /// Folds a pass's figures in (one atomic add per non-empty bucket).
+    ///
+    /// The max first, then the counts, released: a [`snapshot`](Self::snapshot) that reads
+    /// an entry's count reads a max that covers it. (It may read a max whose entry it does
+    /// not count yet, which no figure of [`Lateness`] contradicts.)
     pub(crate) fn add(&self, pass: &PassLateness) {
+        self.max_ns.fetch_max(pass.max_ns, Relaxed);
         for (counter, &n) in self.buckets.iter().zip(&pass.buckets) {
             if n > 0 {
-                counter.fetch_add(n, Relaxed);
+                counter.fetch_add(n, Release);
             }
         }
-        self.max_ns.fetch_max(pass.max_ns, Relaxed);
     }
 
+    /// The counts, acquired, then the max (see [`add`](Self::add)).
     pub(crate) fn snapshot(&self) -> Lateness {
         let mut buckets = [0; BUCKETS];
         for (b, counter) in buckets.iter_mut().zip(&self.buckets) {
-            *b = counter.load(Relaxed);
+            *b = counter.load(Acquire);
         }
         Lateness {
             buckets,
             max: Duration::from_nanos(self.max_ns.load(Relaxed)),
         }
+    }
+}
+
+#[cfg(test)]
+mod loom_tests {
+    use std::sync::Arc;
+
+    #[cfg(loom)]
+    use loom::thread;
+    #[cfg(not(loom))]
+    use std::thread;
+
+    use super::{lower_bound, LatenessCounters, PassLateness};
+    use crate::loom::model;
+
+    /// A snapshot taken while a pass folds its figures in never counts an entry later than
+    /// the snapshot's `max`: its quantiles and `later_than` never contradict `max`.
+    #[test]
+    fn loom_lateness_snapshot_max_covers_every_counted_entry() {
+        model(|| {
+            let counters = Arc::new(LatenessCounters::default());
+            let c = counters.clone();
+            let pass = thread::spawn(move || {
+                let mut pass = PassLateness::default();
+                pass.record(0, 40_000_000); // 40 ms late
+                c.add(&pass);
+            });
+            let snap = counters.snapshot();
+            if let Some(top) = snap.buckets.iter().rposition(|&n| n > 0) {
+                assert!(
+                    lower_bound(top) <= snap.max(),
+                    "counted an entry at least {:?} late, but max is {:?}",
+                    lower_bound(top),
+                    snap.max()
+                );
+                assert!(snap.quantile(1.0) >= lower_bound(top));
+            }
+            pass.join().unwrap();
+        });
     }
 }
 
