@@ -632,13 +632,14 @@ async fn dropping_an_awaited_handle_releases_its_waker() {
     assert_eq!(woken.count(), 0, "nor is it woken when the task finishes");
 }
 
-/// A future whose destructor panics (on purpose), unless it is dropped while unwinding.
+/// A value (held by a future, or a task's output) whose destructor panics (on purpose), unless
+/// it is dropped while unwinding.
 struct PanicsOnDrop;
 
 impl Drop for PanicsOnDrop {
     fn drop(&mut self) {
         if !std::thread::panicking() {
-            panic!("a delayed task's future panics when dropped (on purpose)");
+            panic!("a delayed task's future or output panics when dropped (on purpose)");
         }
     }
 }
@@ -700,24 +701,13 @@ async fn the_handle_has_the_auto_traits_of_a_join_handle() {
     assert_eq!(t.await.unwrap().get(), 5);
 }
 
-/// An output whose destructor panics (on purpose), unless it is dropped while unwinding.
-struct OutputPanicsOnDrop;
-
-impl Drop for OutputPanicsOnDrop {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            panic!("a delayed task's output panics when dropped (on purpose)");
-        }
-    }
-}
-
 /// As Tokio's `JoinHandle`: dropping a handle whose task finished with an output nobody took
 /// (or a panic's payload) drops it with its destructor's panic contained; the panic does not
 /// reach whoever dropped the handle (polled or not).
 #[tokio::test(start_paused = true)]
 async fn dropping_a_handle_drops_an_untaken_output_that_panics_contained() {
     for polled in [false, true] {
-        let mut t = spawn_after(ms(10), async { OutputPanicsOnDrop });
+        let mut t = spawn_after(ms(10), async { PanicsOnDrop });
         if polled {
             let waker = Waker::from(Arc::new(CountingWaker::default()));
             assert!(Pin::new(&mut t)
@@ -735,7 +725,7 @@ async fn dropping_a_handle_drops_an_untaken_output_that_panics_contained() {
 
     // The same for the payload of a task that panicked.
     let t = spawn_after(ms(10), async {
-        std::panic::panic_any(OutputPanicsOnDrop);
+        std::panic::panic_any(PanicsOnDrop);
     });
     tokio::time::sleep(ms(20)).await;
     settle().await;
@@ -750,7 +740,7 @@ async fn dropping_a_handle_drops_an_untaken_output_that_panics_contained() {
 /// has its destructor's panic contained too, and the timer goes on.
 #[tokio::test(start_paused = true)]
 async fn an_output_finished_after_its_handle_dropped_panics_contained() {
-    drop(spawn_after(ms(10), async { OutputPanicsOnDrop }));
+    drop(spawn_after(ms(10), async { PanicsOnDrop }));
     tokio::time::sleep(ms(20)).await;
     settle().await;
     let t = spawn_after(ms(10), async { 7 });
@@ -777,7 +767,7 @@ async fn a_panicking_awaiter_waker_at_shutdown_still_drops_the_future_contained(
         fn drop(&mut self) {
             self.0.store(true, SeqCst);
             if !std::thread::panicking() {
-                panic!("a delayed task's future panics when dropped (on purpose)");
+                panic!("a delayed task's future or output panics when dropped (on purpose)");
             }
         }
     }

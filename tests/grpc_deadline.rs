@@ -379,6 +379,32 @@ async fn the_handlers_future_is_dropped_at_the_deadline() {
     );
 }
 
+/// A handler that counts its calls in `calls` and answers only after a minute.
+fn slow_handler(
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+) -> impl tower::Service<
+    http::Request<()>,
+    Response = http::Response<String>,
+    Error = std::convert::Infallible,
+    Future = impl std::future::Future<Output = Result<http::Response<String>, std::convert::Infallible>>,
+> + Clone {
+    tower::service_fn(move |_req: http::Request<()>| {
+        calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(http::Response::new(String::from("late")))
+        }
+    })
+}
+
+/// A call with a `grpc-timeout` of one second.
+fn with_a_second_deadline() -> http::Request<()> {
+    http::Request::builder()
+        .header("grpc-timeout", "1S")
+        .body(())
+        .unwrap()
+}
+
 /// On an explicit timer with `max_pending` that is full, a call with a deadline is refused with
 /// a trailers-only RESOURCE_EXHAUSTED (as tonic answers an overloaded server), without calling
 /// the handler, rather than panicking in the request's task; a call without a deadline needs
@@ -392,21 +418,10 @@ async fn a_full_timer_answers_resource_exhausted_without_calling_the_handler() {
     let timer = Timer::builder().max_pending(1).build().unwrap();
     let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
-    let counted = calls.clone();
     let mut svc = GrpcTimeoutLayer::new()
         .timer(timer.clone())
-        .layer(tower::service_fn(move |_req: http::Request<()>| {
-            counted.fetch_add(1, SeqCst);
-            async {
-                tokio::time::sleep(Duration::from_secs(60)).await;
-                Ok::<_, std::convert::Infallible>(http::Response::new(String::from("late")))
-            }
-        }));
-    let req = http::Request::builder()
-        .header("grpc-timeout", "1S")
-        .body(())
-        .unwrap();
-    let mut refused = tokio_test::task::spawn(svc.call(req));
+        .layer(slow_handler(calls.clone()));
+    let mut refused = tokio_test::task::spawn(svc.call(with_a_second_deadline()));
     let res = match refused.poll() {
         Poll::Ready(res) => res.unwrap(),
         Poll::Pending => panic!("a refused call must be answered at once"),
@@ -437,15 +452,8 @@ async fn a_call_cut_by_a_timer_shutdown_answers_unavailable() {
     let timer = Timer::builder().build().unwrap();
     let mut svc = GrpcTimeoutLayer::new()
         .timer(timer.clone())
-        .layer(tower::service_fn(|_req: http::Request<()>| async {
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            Ok::<_, std::convert::Infallible>(http::Response::new(String::from("late")))
-        }));
-    let req = http::Request::builder()
-        .header("grpc-timeout", "1S")
-        .body(())
-        .unwrap();
-    let mut waiting = tokio_test::task::spawn(svc.call(req));
+        .layer(slow_handler(Arc::default()));
+    let mut waiting = tokio_test::task::spawn(svc.call(with_a_second_deadline()));
     assert!(waiting.poll().is_pending());
     timer.shutdown();
     assert!(waiting.is_woken());

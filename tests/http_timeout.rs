@@ -379,11 +379,24 @@ async fn a_full_timer_answers_503_without_calling_the_handler() {
     assert_eq!(timer.pending(), 0);
 }
 
+/// Asserts that a body's poll failed with the error of a full timer of one slot.
+fn fails_as_full(polled: Poll<Option<Result<Frame<Bytes>, tower::BoxError>>>) {
+    let err = match polled {
+        Poll::Ready(Some(Err(e))) => e,
+        other => panic!("not failed: {other:?}"),
+    };
+    assert_eq!(
+        err.downcast_ref::<tokio_timing_wheel::TimerError>(),
+        Some(&tokio_timing_wheel::TimerError::Full { max_pending: 1 }),
+        "{err:?}"
+    );
+}
+
 /// A request body's wait on a full explicit timer fails the body with the timer's error
 /// rather than panicking in whoever reads it (the handler's task).
 #[tokio::test(start_paused = true)]
 async fn a_body_on_a_full_timer_fails_with_the_timers_error() {
-    use tokio_timing_wheel::{Timer, TimerError};
+    use tokio_timing_wheel::Timer;
     use tower::{Layer, Service};
 
     let timer = Timer::builder().max_pending(1).build().unwrap();
@@ -397,22 +410,14 @@ async fn a_body_on_a_full_timer_fails_with_the_timers_error() {
     let body = svc.call(Request::new(body)).await.unwrap();
     let mut body = std::pin::pin!(body);
     let mut task = tokio_test::task::spawn(());
-    let err = match task.enter(|cx, _| body.as_mut().poll_frame(cx)) {
-        Poll::Ready(Some(Err(e))) => e,
-        other => panic!("not failed: {other:?}"),
-    };
-    assert_eq!(
-        err.downcast_ref::<TimerError>(),
-        Some(&TimerError::Full { max_pending: 1 }),
-        "{err:?}"
-    );
+    fails_as_full(task.enter(|cx, _| body.as_mut().poll_frame(cx)));
 }
 
 /// A response body whose timer fired (freeing its slot) while its reader was away, and whose
 /// slot was then taken, fails with the timer's error at its next wait, not with a panic.
 #[tokio::test(start_paused = true)]
 async fn a_body_whose_slot_was_taken_fails_with_the_timers_error() {
-    use tokio_timing_wheel::{Timer, TimerError};
+    use tokio_timing_wheel::Timer;
     use tower::{Layer, Service};
 
     let timer = Timer::builder().max_pending(1).build().unwrap();
@@ -438,15 +443,7 @@ async fn a_body_whose_slot_was_taken_fails_with_the_timers_error() {
     tokio::time::sleep(ms(200)).await;
     assert_eq!(timer.pending(), 0);
     let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
-    let err = match task.enter(|cx, _| body.as_mut().poll_frame(cx)) {
-        Poll::Ready(Some(Err(e))) => e,
-        other => panic!("not failed: {other:?}"),
-    };
-    assert_eq!(
-        err.downcast_ref::<TimerError>(),
-        Some(&TimerError::Full { max_pending: 1 }),
-        "{err:?}"
-    );
+    fails_as_full(task.enter(|cx, _| body.as_mut().poll_frame(cx)));
 }
 
 /// A request waiting when its timer shuts down is answered `503 Service Unavailable`, not

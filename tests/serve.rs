@@ -749,25 +749,34 @@ async fn a_silent_connection_at_its_maximum_age_counts_as_max_age() {
 /// The shutdown timeout cuts what is still open, counted from the signal.
 #[tokio::test]
 async fn shutdown_timeout_cuts_the_rest() {
+    shutdown_timeout_cuts_a_request_on(|s| s, "cut").await;
+}
+
+/// Starts the server `setup` makes of the test server, a request that takes a minute (marked
+/// `mark`), then a graceful shutdown with a 100 ms limit: the limit cuts the request, and the
+/// server resolves without a panic.
+async fn shutdown_timeout_cuts_a_request_on(
+    setup: impl FnOnce(Serve<App>) -> Serve<App>,
+    mark: &str,
+) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let s = server()
-        .await
+    let s = setup(server().await)
         .with_graceful_shutdown(async move {
             let _ = stopped.await;
         })
         .shutdown_timeout(ms(100));
     let (addr, metrics, task) = start(s);
     let mut tcp = TcpStream::connect(addr).await.unwrap();
-    tcp.write_all(b"GET /slow/60000?mark=cut HTTP/1.1\r\nhost: x\r\n\r\n")
+    tcp.write_all(format!("GET /slow/60000?mark={mark} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
         .await
         .unwrap();
-    in_flight("cut").await;
+    in_flight(mark).await;
     let started = Instant::now();
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(10), task)
         .await
         .expect("the server did not resolve")
-        .unwrap()
+        .expect("the server panicked")
         .unwrap();
     let took = started.elapsed();
     assert!(took >= ms(100) && took < Duration::from_secs(5), "{took:?}");
@@ -894,21 +903,16 @@ fn full_timer_panics() -> usize {
     COUNT.load(SeqCst)
 }
 
-/// On an explicit timer with `max_pending` that is full, a connection whose limits need a
-/// timer is closed (counted as an error), not killed by a panic of its task.
-#[tokio::test]
-async fn a_full_timer_closes_the_connection_without_a_panic() {
+/// On an explicit timer with `max_pending` that is full, a server with the limit `limit` sets
+/// closes a new connection at once (counted as an error), and its task does not panic.
+async fn a_full_timer_closes_a_connection_limited_by(limit: fn(Serve<App>) -> Serve<App>) {
     let before = full_timer_panics();
     let timer = tokio_timing_wheel::Timer::builder()
         .max_pending(1)
         .build()
         .unwrap();
     let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
-    let s = server()
-        .await
-        .timer(timer.clone())
-        .header_read_timeout(Duration::from_secs(5));
-    let (addr, metrics, task) = start(s);
+    let (addr, metrics, task) = start(limit(server().await.timer(timer.clone())));
     let mut tcp = TcpStream::connect(addr).await.unwrap();
     let took = until_closed(&mut tcp).await;
     assert!(took < Duration::from_secs(5), "{took:?}");
@@ -921,31 +925,18 @@ async fn a_full_timer_closes_the_connection_without_a_panic() {
     task.abort();
 }
 
-/// On an explicit timer with `max_pending` that is full, a connection idle limit fails the
-/// connection's I/O (closing it) rather than panicking in its task.
+/// A connection whose header-read limit needs a timer a full timer cannot give is closed.
+#[tokio::test]
+async fn a_full_timer_closes_the_connection_without_a_panic() {
+    a_full_timer_closes_a_connection_limited_by(|s| s.header_read_timeout(Duration::from_secs(5)))
+        .await;
+}
+
+/// A connection idle limit on a full timer fails the connection's I/O (closing it) rather
+/// than panicking in its task.
 #[tokio::test]
 async fn a_full_timer_fails_the_idle_limit_without_a_panic() {
-    let before = full_timer_panics();
-    let timer = tokio_timing_wheel::Timer::builder()
-        .max_pending(1)
-        .build()
-        .unwrap();
-    let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
-    let s = server()
-        .await
-        .timer(timer.clone())
-        .idle_timeout(Duration::from_secs(5));
-    let (addr, metrics, task) = start(s);
-    let mut tcp = TcpStream::connect(addr).await.unwrap();
-    let took = until_closed(&mut tcp).await;
-    assert!(took < Duration::from_secs(5), "{took:?}");
-    closed(&metrics, CloseReason::Error).await;
-    assert_eq!(
-        full_timer_panics(),
-        before,
-        "the connection's task panicked"
-    );
-    task.abort();
+    a_full_timer_closes_a_connection_limited_by(|s| s.idle_timeout(Duration::from_secs(5))).await;
 }
 
 /// The shutdown timeout holds on a full explicit timer (the server's own timer falls back to
@@ -957,33 +948,5 @@ async fn shutdown_timeout_on_a_full_timer_still_cuts_the_rest() {
         .build()
         .unwrap();
     let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let s = server()
-        .await
-        .timer(timer.clone())
-        .with_graceful_shutdown(async move {
-            let _ = stopped.await;
-        })
-        .shutdown_timeout(ms(100));
-    let (addr, metrics, task) = start(s);
-    let mut tcp = TcpStream::connect(addr).await.unwrap();
-    tcp.write_all(b"GET /slow/60000?mark=fullcut HTTP/1.1\r\nhost: x\r\n\r\n")
-        .await
-        .unwrap();
-    in_flight("fullcut").await;
-    let started = Instant::now();
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), task)
-        .await
-        .expect("the server did not resolve")
-        .expect("the server panicked")
-        .unwrap();
-    let took = started.elapsed();
-    assert!(took >= ms(100) && took < Duration::from_secs(5), "{took:?}");
-    assert_eq!(
-        metrics.closed(CloseReason::ShutdownTimeout),
-        1,
-        "{metrics:?}"
-    );
-    until_closed(&mut tcp).await;
+    shutdown_timeout_cuts_a_request_on(|s| s.timer(timer.clone()), "fullcut").await;
 }
