@@ -701,3 +701,41 @@ async fn a_duration_too_large_to_add_never_elapses_as_in_tokio() {
     assert!(assert_ready!(explicit.poll()).unwrap_err().is_shutdown());
     assert!(assert_ready!(tried.poll()).unwrap_err().is_shutdown());
 }
+
+/// A timeout that never elapses needs no wakeup: as with Tokio's, an idle paused runtime
+/// waiting on something else (here, another thread) keeps its clock where it is, rather than
+/// auto-advancing through the wheel's far buckets to the timer's horizon (about 584 years),
+/// past which the timer's later sleeps could never fire. (Real time only lets the runtime idle.)
+#[tokio::test(start_paused = true)]
+async fn a_timeout_that_never_elapses_does_not_move_paused_time() {
+    let start = Instant::now();
+    let timer = Timer::builder().build().unwrap();
+    let mut ours = task::spawn(timeout(Duration::MAX, std::future::pending::<()>()));
+    let mut explicit = task::spawn(timer.timeout(Duration::MAX, std::future::pending::<()>()));
+    assert_pending!(ours.poll());
+    assert_pending!(explicit.poll());
+    let (tx, rx) = oneshot::channel::<()>();
+    let other = std::thread::spawn(move || {
+        std::thread::sleep(ms(20));
+        let _ = tx.send(());
+    });
+    rx.await.unwrap(); // the runtime idles meanwhile
+    other.join().unwrap();
+    assert_eq!(Instant::now(), start, "paused time moved with nothing due");
+    assert_pending!(ours.poll());
+    assert_pending!(explicit.poll());
+    // The timers still work.
+    let now = Instant::now();
+    tokio_timing_wheel::sleep_wheel(ms(1)).await;
+    timer.sleep(ms(1)).await;
+    assert_eq!(Instant::now(), now + ms(2));
+    assert_eq!(
+        Timer::current().pending(),
+        1,
+        "the never-elapsing timeout holds its entry"
+    );
+    timer.shutdown();
+    assert!(assert_ready!(explicit.poll()).unwrap_err().is_shutdown());
+    drop(ours);
+    assert_eq!(Timer::current().pending(), 0);
+}

@@ -195,6 +195,11 @@ impl Shard {
         }
         let inserted = if persistent {
             wheel.insert_persistent(deadline, waker)
+        } else if deadline == u64::MAX {
+            // Past the horizon (a timeout that never elapses): time never reaches it, so it
+            // waits in no bucket, where its cascades would wake the driver for nothing and
+            // make a paused clock jump to the horizon. A shutdown still drains it.
+            wheel.insert_unreachable(waker)
         } else {
             wheel.insert(deadline, waker)
         };

@@ -60,9 +60,10 @@ impl<T, P> Wheel<T, P> {
         linked += parked;
         let mut idx = self.parked.head;
         while idx != NIL {
+            let e = &self.entries[idx as usize];
             assert!(
-                self.entries[idx as usize].persistent,
-                "only persistent entries park"
+                e.persistent || e.deadline == u64::MAX,
+                "only persistent entries, and unreachable ones, park"
             );
             idx = self.entries[idx as usize].next;
         }

@@ -227,6 +227,34 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         self.insert_entry(deadline, value, false)
     }
 
+    /// Inserts `value` for the one deadline an owner's time never reaches, `u64::MAX` (the
+    /// driver's clock stops one short of it): the entry waits beside the parked ones, in no
+    /// bucket, so it asks for no wakeup and no cascade ever moves it, yet it is pending as any
+    /// other: counted, removed, rescheduled (back into the wheel) and drained alike. Only a
+    /// [`poll`](Self::poll) at `u64::MAX` itself would have handed it out.
+    pub(crate) fn insert_unreachable(&mut self, value: T) -> Result<Key, Full<T>> {
+        if self.entries.len() >= NIL as usize {
+            return Err(Full(value));
+        }
+        let generation = self.next_generation;
+        self.next_generation += 1;
+        let idx = self.entries.insert(Entry {
+            deadline: u64::MAX,
+            generation,
+            prev: NIL,
+            next: NIL,
+            bucket: NIL,
+            persistent: false,
+            value,
+        }) as u32;
+        self.parked.push_back(&mut self.entries, idx, PARKED);
+        self.parked_len += 1;
+        Ok(Key {
+            index: idx,
+            generation,
+        })
+    }
+
     fn insert_entry(&mut self, deadline: u64, value: T, persistent: bool) -> Result<Key, Full<T>> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
@@ -335,7 +363,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         let stays = match bucket {
             DUE => deadline <= self.now,
             STAGED => self.stays_staged(deadline),
-            IMMINENT | PARKED => false,
+            IMMINENT => false,
+            // An unreachable entry (see `insert_unreachable`) stays out of the buckets.
+            PARKED => deadline == u64::MAX && !self.entries[idx as usize].persistent,
             _ => {
                 let (level, slot) = split(bucket);
                 deadline >= self.levels[level].buckets[slot].expiration
