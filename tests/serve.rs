@@ -950,3 +950,67 @@ async fn shutdown_timeout_on_a_full_timer_still_cuts_the_rest() {
     let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
     shutdown_timeout_cuts_a_request_on(|s| s.timer(timer.clone()), "fullcut").await;
 }
+
+/// CPU time this thread has used (user and system), from `/proc` (Linux), in clock ticks.
+fn thread_cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    // After the command's closing parenthesis: state is field 3; utime, stime are 14, 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Once the runtime's default timer is shut down (which resolves the sleeps on it), a
+/// connection waiting on a limit goes on waiting, on the runtime's new default timer, rather
+/// than polling its resolved sleep in a busy loop until the limit; and the limit still holds.
+#[tokio::test]
+async fn a_connection_waits_calmly_after_the_default_timer_shuts_down() {
+    let s = server().await.keep_alive_timeout(Duration::from_secs(1));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    read_response(&mut tcp).await;
+    tokio::time::sleep(ms(20)).await; // the connection now waits for its keep-alive limit
+    let started = Instant::now();
+    tokio_timing_wheel::Timer::current().shutdown();
+    let before = thread_cpu_ticks();
+    tokio::time::sleep(ms(300)).await;
+    let spent = thread_cpu_ticks() - before;
+    assert!(
+        spent < 10,
+        "the connection's task spun: {spent} ticks of CPU in 300 ms"
+    );
+    until_closed(&mut tcp).await;
+    let idle = started.elapsed();
+    assert!(
+        idle >= ms(600),
+        "closed before the keep-alive limit: {idle:?}"
+    );
+    closed(&metrics, CloseReason::KeepAlive).await;
+    task.abort();
+}
+
+/// On an explicit timer that is shut down, a connection waiting on a limit is closed (its
+/// limits cannot be timed any more), rather than polling its resolved sleep in a busy loop.
+#[tokio::test]
+async fn a_connection_of_a_shut_down_explicit_timer_is_closed() {
+    let timer = tokio_timing_wheel::Timer::builder().build().unwrap();
+    let s = server()
+        .await
+        .timer(timer.clone())
+        .keep_alive_timeout(Duration::from_secs(5));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    read_response(&mut tcp).await;
+    tokio::time::sleep(ms(20)).await;
+    timer.shutdown();
+    let took = until_closed(&mut tcp).await;
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    closed(&metrics, CloseReason::Error).await;
+    task.abort();
+}

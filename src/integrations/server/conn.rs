@@ -380,8 +380,23 @@ pub(crate) async fn run<S, B>(
                         return Poll::Ready(Event::NoTimer(e));
                     }
                 }
-                if Pin::new(s).poll(cx).is_ready() {
-                    return Poll::Ready(Event::Due);
+                if Pin::new(&mut *s).poll(cx).is_ready() {
+                    if !s.is_shutdown() {
+                        return Poll::Ready(Event::Due);
+                    }
+                    // Its timer shut down before `at`: a new sleep (with the default timer,
+                    // on the runtime's new one), or the loop would find the resolved one
+                    // ready again at once, and spin until `at`. On an explicit timer that
+                    // was shut down, the limits cannot be timed any more.
+                    match ctx.try_sleep_until(at) {
+                        Ok(new) if !new.shard().is_shutdown() => {
+                            if Pin::new(sleep.insert(new)).poll(cx).is_ready() {
+                                return Poll::Ready(Event::Due);
+                            }
+                        }
+                        Ok(_) => return Poll::Ready(Event::NoTimer(TimerError::Shutdown)),
+                        Err(e) => return Poll::Ready(Event::NoTimer(e)),
+                    }
                 }
             }
             Poll::Pending

@@ -259,7 +259,10 @@ impl<S> Serve<S> {
     /// accept error, and the [`shutdown_timeout`](Serve::shutdown_timeout)) go on the
     /// runtime's default timer instead. hyper's own timers (HTTP/2 keep-alive pings, through
     /// [`HyperTimer`](crate::hyper::HyperTimer)) have no way to report an error: on a full
-    /// timer they panic in the connection's task, which closes it.
+    /// timer they panic in the connection's task, which closes it. If `timer` is shut down, a
+    /// connection waiting on one of its limits is closed the same way (its limits can no
+    /// longer be timed); with the default timer, a connection goes on waiting on the
+    /// runtime's new default timer.
     ///
     /// # Examples
     ///
