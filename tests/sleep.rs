@@ -512,6 +512,41 @@ async fn past_the_584_year_horizon_sleeps_never_fire_early() {
     }
 }
 
+/// A sleep past the horizon (about 584 years) needs no wakeup: made there, or moved there
+/// (a limited timer's reset moves the entry at once), it leaves an idle paused runtime's clock
+/// where it is, rather than walking it through the wheel's far buckets to the horizon, past
+/// which the timer could fire nothing. A shutdown still resolves it.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_past_the_horizon_does_not_move_paused_time() {
+    let start = Instant::now();
+    let beyond = start + Duration::from_secs(600 * 365 * 86_400);
+    let timer = Timer::builder().max_pending(8).build().unwrap();
+    let mut made = task::spawn(timer.sleep_until(beyond));
+    let mut moved = task::spawn(timer.sleep(Duration::from_secs(1)));
+    assert_pending!(made.poll());
+    assert_pending!(moved.poll());
+    moved.enter(|_, s| s.reset(beyond));
+    assert_pending!(moved.poll());
+    common::idle_on_another_thread().await;
+    // At most to the wake the driver was armed for before the reset (a pass finding nothing).
+    let moved_by = Instant::now() - start;
+    assert!(
+        moved_by <= Duration::from_secs(1),
+        "paused time moved {moved_by:?}"
+    );
+    assert_pending!(made.poll());
+    assert_pending!(moved.poll());
+    assert_eq!(timer.pending(), 2);
+    // The timer still works, and a shutdown resolves both.
+    let now = Instant::now();
+    timer.sleep(TICK).await;
+    assert_eq!(Instant::now(), now + TICK);
+    timer.shutdown();
+    assert_ready!(made.poll());
+    assert_ready!(moved.poll());
+    assert!(made.is_shutdown() && moved.is_shutdown());
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_hour_sleep_costs_a_handful_of_passes() {
     let timer = Timer::builder().build().unwrap();

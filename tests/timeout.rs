@@ -714,13 +714,7 @@ async fn a_timeout_that_never_elapses_does_not_move_paused_time() {
     let mut explicit = task::spawn(timer.timeout(Duration::MAX, std::future::pending::<()>()));
     assert_pending!(ours.poll());
     assert_pending!(explicit.poll());
-    let (tx, rx) = oneshot::channel::<()>();
-    let other = std::thread::spawn(move || {
-        std::thread::sleep(ms(20));
-        let _ = tx.send(());
-    });
-    rx.await.unwrap(); // the runtime idles meanwhile
-    other.join().unwrap();
+    common::idle_on_another_thread().await;
     assert_eq!(Instant::now(), start, "paused time moved with nothing due");
     assert_pending!(ours.poll());
     assert_pending!(explicit.poll());

@@ -416,7 +416,13 @@ impl Shard {
     /// Moves a pending entry to a new deadline; `false` if it is no longer pending.
     pub(super) fn reschedule(&self, key: Key, deadline: u64) -> bool {
         let mut wheel = self.lock();
-        if !wheel.reschedule(key, deadline) {
+        let moved = if deadline == u64::MAX {
+            // Past the horizon: in no bucket, as `register_entry` files it.
+            wheel.reschedule_unreachable(key)
+        } else {
+            wheel.reschedule(key, deadline)
+        };
+        if !moved {
             return false;
         }
         self.publish_head(wheel);

@@ -327,7 +327,11 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
 
     /// Whether `key` names a persistent entry that fired and is parked.
     pub(crate) fn is_parked(&self, key: Key) -> bool {
-        self.check(key).is_some() && self.entries[key.index as usize].bucket == PARKED
+        self.check(key).is_some() && {
+            let entry = &self.entries[key.index as usize];
+            // Not an unreachable one-shot entry (see `insert_unreachable`), filed there too.
+            entry.bucket == PARKED && entry.persistent
+        }
     }
 
     /// The deadline of a pending entry.
@@ -347,6 +351,28 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
         self.check(key)?;
         Some(&mut self.entries[key.index as usize].value)
+    }
+
+    /// Moves a pending one-shot entry to the deadline time never reaches, `u64::MAX`, beside
+    /// the parked ones, as [`insert_unreachable`](Self::insert_unreachable) files it; `false` if
+    /// the key is stale. (Through [`reschedule`](Self::reschedule) it would wait in a top-level
+    /// bucket, whose cascades wake the owner for nothing.) A persistent entry, which parks
+    /// only when it fires, is rescheduled as usual.
+    pub(crate) fn reschedule_unreachable(&mut self, key: Key) -> bool {
+        if self.check(key).is_none() {
+            return false;
+        }
+        let idx = key.index;
+        if self.entries[idx as usize].persistent {
+            return self.reschedule(key, u64::MAX);
+        }
+        if self.entries[idx as usize].bucket != PARKED {
+            self.unlink(idx);
+            self.parked.push_back(&mut self.entries, idx, PARKED);
+            self.parked_len += 1;
+        }
+        self.entries[idx as usize].deadline = u64::MAX;
+        true
     }
 
     /// Moves a pending entry to `deadline`; `false` if the key is stale. A parked entry goes

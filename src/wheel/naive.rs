@@ -3,13 +3,15 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The obvious implementation: a `BTreeMap` keyed by `(deadline, id)`, plus the set of
-/// persistent entries and those of them that fired and are parked.
+/// persistent entries and those of them that fired and are parked, and the one-shot entries
+/// filed at `u64::MAX` in no bucket (which time never reaches, and `peek` does not name).
 #[derive(Debug, Default)]
 pub(crate) struct Naive {
     by_deadline: BTreeMap<(u64, u64), ()>,
     deadline_of: HashMap<u64, u64>,
     persistent: HashSet<u64>,
     parked: HashSet<u64>,
+    unreachable: HashSet<u64>,
     now: u64,
 }
 
@@ -24,7 +26,24 @@ impl Naive {
         self.persistent.insert(id);
     }
 
+    /// As `Wheel::insert_unreachable`: a one-shot entry at `u64::MAX`, in no bucket.
+    pub(crate) fn insert_unreachable(&mut self, id: u64) {
+        self.insert(id, u64::MAX);
+        self.unreachable.insert(id);
+    }
+
+    /// As `Wheel::reschedule_unreachable`: a one-shot entry moves to `u64::MAX`, in no bucket;
+    /// a persistent one as any reschedule.
+    pub(crate) fn reschedule_unreachable(&mut self, id: u64) -> bool {
+        let moved = self.reschedule(id, u64::MAX);
+        if moved && !self.persistent.contains(&id) {
+            self.unreachable.insert(id);
+        }
+        moved
+    }
+
     pub(crate) fn remove(&mut self, id: u64) -> bool {
+        self.unreachable.remove(&id);
         if self.parked.remove(&id) {
             self.persistent.remove(&id);
             return true;
@@ -38,11 +57,16 @@ impl Naive {
         }
     }
 
+    /// Moves an entry to `deadline` (an unreachable one stays unreachable if that is
+    /// `u64::MAX`).
     pub(crate) fn reschedule(&mut self, id: u64, deadline: u64) -> bool {
         let persistent = self.persistent.contains(&id);
+        let unreachable = self.unreachable.contains(&id);
         if self.remove(id) {
             if persistent {
                 self.insert_persistent(id, deadline);
+            } else if unreachable && deadline == u64::MAX {
+                self.insert_unreachable(id);
             } else {
                 self.insert(id, deadline);
             }
@@ -80,9 +104,13 @@ impl Naive {
         self.deadline_of.len() + self.parked.len()
     }
 
-    /// The earliest deadline of an entry that waits (parked ones do not).
+    /// The earliest deadline of an entry that waits in a bucket (parked and unreachable ones
+    /// do not).
     pub(crate) fn earliest(&self) -> Option<u64> {
-        self.by_deadline.keys().next().map(|&(d, _)| d)
+        self.by_deadline
+            .keys()
+            .find(|(_, id)| !self.unreachable.contains(id))
+            .map(|&(d, _)| d)
     }
 
     pub(crate) fn is_persistent(&self, id: u64) -> bool {

@@ -443,6 +443,11 @@ enum Op {
     /// behind, which the next entries may join.
     RemoveAll,
     Reschedule(usize, u64),
+    /// Inserts a one-shot entry at `u64::MAX`, the deadline time never reaches, as a shard
+    /// files it: in no bucket.
+    InsertUnreachable,
+    /// Moves an entry to `u64::MAX` as a shard does (a persistent one as any reschedule).
+    RescheduleUnreachable(usize),
     Advance(u64),
     /// Advances with a small work budget, possibly stopping part-way through a pass: other
     /// operations then run on a wheel in the middle of a flush.
@@ -506,6 +511,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(Op::Remove),
         1 => Just(Op::RemoveAll),
         2 => (any::<usize>(), delta).prop_map(|(i, d)| Op::Reschedule(i, d)),
+        1 => Just(Op::InsertUnreachable),
+        1 => any::<usize>().prop_map(Op::RescheduleUnreachable),
         3 => advance.clone().prop_map(Op::Advance),
         2 => (advance, 1usize..8).prop_map(|(by, b)| Op::PartialAdvance(by, b)),
         1 => Just(Op::ShrinkToFit),
@@ -610,6 +617,18 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     assert_eq!(wheel.remove(key).is_some(), model.remove(id));
                 }
                 assert!(wheel.is_empty());
+            }
+            Op::InsertUnreachable => {
+                let key = wheel.insert_unreachable(id).unwrap();
+                model.insert_unreachable(id);
+                keys.push((key, id));
+            }
+            Op::RescheduleUnreachable(i) if !keys.is_empty() => {
+                let (key, id) = keys[i % keys.len()];
+                assert_eq!(
+                    wheel.reschedule_unreachable(key),
+                    model.reschedule_unreachable(id)
+                );
             }
             Op::Reschedule(i, delta) if !keys.is_empty() => {
                 let (key, id) = keys[i % keys.len()];

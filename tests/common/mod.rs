@@ -57,6 +57,18 @@ pub(crate) async fn step_for(d: Duration, yields: usize) {
     settle_for(yields).await;
 }
 
+/// Lets the runtime idle for a moment of real time, waiting on another thread: in paused
+/// time, Tokio then auto-advances its clock to the next timer it holds, if any.
+pub(crate) async fn idle_on_another_thread() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let other = std::thread::spawn(move || {
+        std::thread::sleep(ms(20));
+        let _ = tx.send(());
+    });
+    rx.await.unwrap();
+    other.join().unwrap();
+}
+
 /// A small deterministic PRNG (xorshift64*), so the tests need no extra dependency.
 pub(crate) struct XorShift(u64);
 
