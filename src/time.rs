@@ -24,7 +24,7 @@
 //! | `tokio::spawn` after `tokio::time::sleep` | [`spawn_after`](crate::spawn_after), [`spawn_at`](crate::spawn_at) | the future waits in the wheel, not as a task; cancellable exactly once; [`DelayedTask::reset`](crate::DelayedTask::reset) moves it |
 //! | `hyper_util::rt::TokioTimer` | `tokio_timing_wheel::hyper::HyperTimer` (feature `hyper`) | sleeps on the wheel, reset in place |
 //! | `tower::timeout::{TimeoutLayer, Timeout}` | `tokio_timing_wheel::tower::{TimeoutLayer, Timeout}` (feature `tower`) | its error is tower's own `Elapsed`, boxed |
-//! | `tower_http::timeout::{TimeoutLayer, RequestBodyTimeoutLayer, ResponseBodyTimeoutLayer}` | `tokio_timing_wheel::http::{...}` (feature `http`) | 408 with an empty body, no `HandleErrorLayer`; a body's timer is moved in place per frame |
+//! | `tower_http::timeout::{TimeoutLayer, RequestBodyTimeoutLayer, ResponseBodyTimeoutLayer}` | `tokio_timing_wheel::http::{...}` (feature `http`) | 408 with an empty body, no `HandleErrorLayer`; a body's timer is moved in place per frame; the response (frame) is polled before the timer, so one ready at the limit, or under a zero limit, goes through where tower-http answers the timeout; `Clone`, not `Copy` |
 //! | `axum::serve` | `tokio_timing_wheel::server::serve` (feature `server`) | adds header-read, keep-alive, idle and age limits and a shutdown timeout |
 //! | tonic's `grpc-timeout` handling (`transport::Server`) | `tokio_timing_wheel::grpc::GrpcTimeoutLayer` under `serve` (feature `grpc`) | DEADLINE_EXCEEDED where tonic's server answers Cancelled; `PropagateDeadlineLayer` for outgoing calls |
 //!

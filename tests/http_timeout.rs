@@ -470,3 +470,38 @@ async fn a_request_cut_by_a_timer_shutdown_answers_503_not_408() {
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(res.body().is_empty());
 }
+
+/// tower-http's constructors and accessors, spelled as tower-http spells them, so that code
+/// written for `tower_http::timeout` compiles with only its imports changed; the layer made by
+/// `layer_with_status_code` answers its status.
+#[tokio::test(start_paused = true)]
+async fn tower_http_constructors_and_accessors_are_all_here() {
+    use tokio_timing_wheel::http::{RequestBodyTimeout, ResponseBodyTimeout, Timeout};
+    use tower::{Layer, Service, ServiceExt};
+
+    let slow = tower::service_fn(|_req: Request<()>| async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok::<_, Infallible>(Response::new(String::from("late")))
+    });
+    let layer: TimeoutLayer =
+        Timeout::<()>::layer_with_status_code(StatusCode::GATEWAY_TIMEOUT, ms(10));
+    let mut svc = layer.layer(slow);
+    let res = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(Request::new(()))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert!(res.body().is_empty());
+
+    let _: RequestBodyTimeoutLayer = RequestBodyTimeout::<()>::layer(ms(10));
+    let _: ResponseBodyTimeoutLayer = ResponseBodyTimeout::<()>::layer(ms(10));
+    let mut request_body = RequestBodyTimeout::new(7_u8, ms(10));
+    *request_body.get_mut() += 1;
+    assert_eq!(*request_body.get_ref(), 8);
+    let mut response_body = ResponseBodyTimeout::new(7_u8, ms(10));
+    *response_body.get_mut() += 1;
+    assert_eq!(response_body.into_inner(), 8);
+}

@@ -314,9 +314,23 @@ macro_rules! body_layer {
                 $layer::new(timeout).layer(inner)
             }
 
+            #[doc = concat!("A [`", stringify!($layer), "`] with this `timeout` (as `", stringify!($layer), "::new`).")]
+            ///
+            /// # Examples
+            ///
+            #[doc = concat!("See [`", stringify!($layer), "`].")]
+            pub fn layer(timeout: Duration) -> $layer {
+                $layer::new(timeout)
+            }
+
             /// The inner service.
             pub fn get_ref(&self) -> &S {
                 &self.inner
+            }
+
+            /// The inner service, mutably.
+            pub fn get_mut(&mut self) -> &mut S {
+                &mut self.inner
             }
 
             /// Unwraps the inner service.

@@ -12,6 +12,12 @@
 //!
 //! They work under any server: [`serve`](crate::server::serve), axum, or plain hyper-util.
 //!
+//! Every constructor and accessor of tower-http's is here under its name
+//! (`Timeout::layer_with_status_code`, `RequestBodyTimeout::layer`, `get_mut`, ...). One thing
+//! is not: tower-http's `TimeoutLayer` and `Timeout` are `Copy`, these are only `Clone` (they
+//! hold the timer they run on), so code that uses a layer again after moving it needs a
+//! `.clone()`.
+//!
 //! # Examples
 //!
 //! ```

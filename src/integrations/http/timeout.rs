@@ -190,6 +190,23 @@ impl<S> Timeout<S> {
         TimeoutLayer::new(timeout)
     }
 
+    /// A [`TimeoutLayer`] answering `status` after `timeout` (tower-http's name for
+    /// [`TimeoutLayer::with_status_code`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use http::StatusCode;
+    /// use tokio_timing_wheel::http::Timeout;
+    ///
+    /// let layer = Timeout::<()>::layer_with_status_code(StatusCode::GATEWAY_TIMEOUT, Duration::from_secs(5));
+    /// # let _ = layer;
+    /// ```
+    pub fn layer_with_status_code(status: StatusCode, timeout: Duration) -> TimeoutLayer {
+        TimeoutLayer::with_status_code(status, timeout)
+    }
+
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
