@@ -32,13 +32,22 @@
 //! whole runtime; a timer cancelled (dropped) on another thread than the one that registered
 //! it takes that thread's shard lock, a cache-line transfer Tokio's per-worker timer avoids.
 //!
-//! **The one behavioural difference: exact deadlines.** Tokio rounds every deadline up to its
+//! **Behavioural difference: exact deadlines.** Tokio rounds every deadline up to its
 //! 1 ms tick; the wheel keeps it to the nanosecond. So where a deadline falls between two of
 //! Tokio's ticks (Tokio's own tests meet this when `tokio::time::pause()` is called in the
 //! middle of a millisecond), a timer here may complete up to one tick earlier than Tokio's
 //! would. It never completes before its deadline. In paused time, a deadline off Tokio's 1 ms
 //! grid fires at the grid's next millisecond, not exactly at it: the wheel's alarm is a Tokio
 //! sleep, and paused time advances to where Tokio wakes it.
+//!
+//! **Behavioural difference: a first poll after the deadline.** A [`sleep`] or [`timeout`]
+//! first polled only after its deadline has passed reads no clock: it returns `Pending` with
+//! its task already woken, and completes on the next poll, with no time passing in between;
+//! Tokio's completes on that first poll. So do the timers of the tower, tower-http and hyper
+//! integrations, and an [`Interval`] tick whose waiting poll comes late. An `.await` does
+//! not see the difference; a test that polls by hand (tokio-test's `assert_ready!` right
+//! after `advance`) needs a second poll. [`sleep_until`] and [`timeout_at`] check the clock
+//! and complete on the first poll, as Tokio's.
 //!
 //! # Examples
 //!

@@ -297,3 +297,20 @@ async fn an_idle_keep_alive_connection_is_closed_one_timeout_after_its_last_resp
     );
     server.abort();
 }
+
+/// A `sleep` first polled only after its deadline returns `Pending` with the task already
+/// woken and completes on the next poll, no time passing; a `sleep_until` completes on the
+/// first poll, as hyper-util's `TokioTimer` does.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_first_polled_late_completes_on_the_next_poll_and_sleep_until_on_the_first() {
+    let timer = HyperTimer::new();
+    let mut sleep = task::spawn(timer.sleep(ms(10)));
+    let mut until = task::spawn(timer.sleep_until(timer.now() + ms(10)));
+    tokio::time::advance(ms(20)).await;
+    let late = Instant::now();
+    assert_ready!(until.poll());
+    assert_pending!(sleep.poll());
+    assert!(sleep.is_woken(), "woken at once, not at a later tick");
+    assert_ready!(sleep.poll());
+    assert_eq!(late.elapsed(), Duration::ZERO);
+}

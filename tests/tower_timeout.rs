@@ -246,3 +246,19 @@ async fn the_layer_and_service_can_be_built_in_a_const() {
     }
     assert_eq!(*wrap(7).get_ref(), 7);
 }
+
+/// A response future first polled only after its deadline has passed (tower's is answered on
+/// that poll): the first poll reads no clock, so it returns `Pending` with the task already
+/// woken, and the next poll answers tower's `Elapsed`, with no time passing in between.
+#[tokio::test(start_paused = true)]
+async fn a_response_first_polled_after_its_deadline_elapses_on_the_next_poll() {
+    let mut service = TimeoutLayer::new(ms(100)).layer(after(ms(500)));
+    let mut response = task::spawn(service.call(1));
+    tokio::time::advance(ms(200)).await;
+    let late = Instant::now();
+    assert_pending!(response.poll());
+    assert!(response.is_woken(), "woken at once, not at a later tick");
+    let err = assert_ready!(response.poll()).unwrap_err();
+    assert!(err.is::<tower::timeout::error::Elapsed>(), "{err}");
+    assert_eq!(late.elapsed(), Duration::ZERO);
+}

@@ -7,6 +7,10 @@
 //! [`Timeout`](crate::Timeout) future under a thin adapter, not boxed, so a request that
 //! answers in time costs one O(1) insert and removal in the wheel.
 //!
+//! One difference from tower's: a response future first polled only after its deadline has
+//! passed returns `Pending` with its task already woken, and fails with `Elapsed` on the next
+//! poll (tower's fails on that first poll); see [`time`](crate::time#migration).
+//!
 //! On a timer built with [`max_pending`](crate::Builder::max_pending), each call takes its
 //! timer slot when it is made, and a call that a full timer cannot take is refused: the inner
 //! service is not called and the response future fails at once with
