@@ -36,12 +36,15 @@
 //!   moves on the next poll;
 //! - the waiting task is woken only when an item is due (or the queue changes so that one
 //!   may be): never at a bucket boundary of the queue's wheel, nor at the old deadline of an
-//!   item reset later, once the queue has been polled since (removing the item it waits for
-//!   leaves that one wake in place, as tokio-util's does);
+//!   item reset later or removed, once the queue has been polled since. Until that poll the
+//!   queue's alarm stays where it was: a queue left unpolled wakes its task once at the old
+//!   deadline of the item it waited for, with nothing due (tokio-util's moves its timer at
+//!   the reset or removal, and wakes nobody then);
 //! - handing out an item allocates nothing (tokio-util boxes a new `Sleep` at each pass);
 //! - inserting an item due before the one the waiting task waits for, resetting one to such
 //!   a deadline, [`clear`](DelayQueue::clear) and removing the last item wake the task waiting
-//!   on the queue (a reset to a later deadline wakes nothing);
+//!   on the queue (a reset to a later deadline wakes nothing at once; see above for its old
+//!   deadline);
 //! - [`peek`](DelayQueue::peek) names the item that comes out next;
 //! - [`DelayQueue::new`] and every method but [`poll_expired`](DelayQueue::poll_expired) work
 //!   outside a runtime: the default timer is looked up the first time a poll has to wait.
@@ -515,7 +518,10 @@ impl<T> DelayQueue<T> {
     ///
     /// Moving it later costs no relink: the item stays where it is in the wheel and is
     /// re-filed when its old slot comes. Moving it earlier than the item the waiting task
-    /// waits for (or into the past) wakes that task.
+    /// waits for (or into the past) wakes that task. Moving that item later moves the queue's
+    /// timer on the next poll, not at once: if the queue is not polled before the old
+    /// deadline, its task is woken once then, finds nothing due and waits again (tokio-util's
+    /// queue moves its timer here and wakes nobody). Removing it does the same.
     ///
     /// # Panics
     ///

@@ -48,9 +48,10 @@
 //! `DelayQueue` becomes [`DelayQueue`]. Tokio's and tokio-util's own timer tests pass with
 //! only those imports changed, with two accepted differences: deadlines here are exact, so a
 //! timer whose deadline falls between two of Tokio's 1 ms ticks may complete up to a tick
-//! earlier than Tokio's would (never before its deadline); and moving a `DelayQueue` item to a
-//! later deadline wakes no task, where tokio-util's may (a spurious wake, which its docs do not
-//! promise). The [`time`] module's docs hold
+//! earlier than Tokio's would (never before its deadline); and moving the `DelayQueue` item
+//! the task waits for to a later deadline, or removing it, moves the queue's timer on its next
+//! poll rather than at once, so a queue not polled before the old deadline wakes its task once
+//! then with nothing due, where tokio-util's does not. The [`time`] module's docs hold
 //! the migration table: each tokio, tokio-util, hyper-util, tower, tower-http, axum and
 //! tonic name, its counterpart here, and what differs in behaviour or cost.
 //!

@@ -876,6 +876,34 @@ async fn a_later_reset_wakes_nobody_until_the_new_deadline() {
     assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "foo");
 }
 
+/// The queue's alarm moves on its next poll, not at the reset or removal: a queue left
+/// unpolled wakes its task once at the old deadline (tokio-util's moves its timer at once and
+/// wakes nobody then); that poll finds nothing due and waits for the new head, quietly.
+#[tokio::test(start_paused = true)]
+async fn a_later_reset_or_removal_not_polled_since_wakes_once_at_the_old_deadline() {
+    for remove in [false, true] {
+        let start = Instant::now();
+        let mut q = queue();
+        let key = q.insert_at("a", start + ms(10));
+        q.insert_at("b", start + ms(20));
+        assert_pending!(poll!(q));
+        if remove {
+            q.remove(&key);
+        } else {
+            q.reset_at(&key, start + ms(30));
+        }
+        assert!(!q.is_woken(), "nothing woken at once");
+        time::sleep_until(start + ms(10)).await;
+        assert!(q.is_woken(), "the alarm still goes off at the old deadline");
+        assert_pending!(poll!(q));
+        time::sleep_until(start + ms(19)).await;
+        assert!(!q.is_woken(), "woken again before anything was due");
+        time::sleep_until(start + ms(20)).await;
+        assert!(q.is_woken());
+        assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "b");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_far_head_wakes_nobody_at_its_bucket_boundary() {
     // 100 ms lies beyond level 0 (64 ticks of about 1 ms): the wheel cascades it on the way,
