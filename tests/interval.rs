@@ -941,3 +941,39 @@ async fn reset_after_caps_a_long_duration_at_about_thirty_years_as_tokio() {
     );
     assert_ready_eq!(poll_next(&mut ours), start + thirty_years);
 }
+
+/// An interval whose next tick lies past the horizon (about 584 years), made there or reset
+/// there, needs no wakeup, as a sleep there needs none: an idle paused runtime's clock stays
+/// where it is, and the timer's other sleeps still fire. A shutdown moves the interval onto
+/// Tokio's timer, as ever.
+#[tokio::test(start_paused = true)]
+async fn an_interval_past_the_horizon_does_not_move_paused_time() {
+    let start = Instant::now();
+    let beyond = start + Duration::from_secs(600 * 365 * 86_400);
+    let timer = Timer::builder().build().unwrap();
+    let mut made = task::spawn(timer.interval_at(beyond, ms(10)));
+    let mut moved = task::spawn(timer.interval(ms(10)));
+    assert_pending!(poll_next(&mut made));
+    assert_ready!(poll_next(&mut moved));
+    assert_pending!(poll_next(&mut moved));
+    moved.reset_at(beyond);
+    assert_pending!(poll_next(&mut moved));
+    // Reset there right after a tick, then polled by another task: waiting, not ticked.
+    let mut ticked = task::spawn(timer.interval(ms(10)));
+    assert_ready!(poll_next(&mut ticked));
+    ticked.reset_at(beyond);
+    let mut ticked = task::spawn(ticked.into_inner());
+    assert_pending!(poll_next(&mut ticked));
+    assert!(!ticked.is_woken(), "woken as if it had ticked");
+    common::idle_on_another_thread().await;
+    let moved_by = Instant::now() - start;
+    assert!(moved_by <= ms(10), "paused time moved {moved_by:?}");
+    assert_pending!(poll_next(&mut made));
+    assert_pending!(poll_next(&mut moved));
+    assert_pending!(poll_next(&mut ticked));
+    assert!(!ticked.is_woken(), "woken as if it had ticked");
+    assert_eq!(timer.pending(), 3);
+    let now = Instant::now();
+    timer.sleep(ms(1)).await;
+    assert_eq!(Instant::now(), now + ms(1));
+}

@@ -193,15 +193,14 @@ impl Shard {
             self.driver.release(1);
             return Err(TimerError::Shutdown);
         }
-        let inserted = if persistent {
-            wheel.insert_persistent(deadline, waker)
-        } else if deadline == u64::MAX {
-            // Past the horizon (a timeout that never elapses): time never reaches it, so it
-            // waits in no bucket, where its cascades would wake the driver for nothing and
-            // make a paused clock jump to the horizon. A shutdown still drains it.
-            wheel.insert_unreachable(waker)
-        } else {
-            wheel.insert(deadline, waker)
+        // Past the horizon (a timeout that never elapses, an interval's tick there): time
+        // never reaches it, so it waits in no bucket, where its cascades would wake the driver
+        // for nothing and make a paused clock jump to the horizon. A shutdown still drains it.
+        let inserted = match (persistent, deadline == u64::MAX) {
+            (true, false) => wheel.insert_persistent(deadline, waker),
+            (true, true) => wheel.insert_persistent_unreachable(waker),
+            (false, true) => wheel.insert_unreachable(waker),
+            (false, false) => wheel.insert(deadline, waker),
         };
         let key = match inserted {
             Ok(key) => key,
@@ -404,7 +403,13 @@ impl Shard {
     pub(super) fn reschedule_persistent(&self, key: Key, deadline: u64, waker: &Waker) -> bool {
         let new = waker.clone();
         let mut wheel = self.lock();
-        if !wheel.reschedule(key, deadline) {
+        let moved = if deadline == u64::MAX {
+            // Past the horizon: in no bucket, as `register_entry` files it.
+            wheel.reschedule_unreachable(key)
+        } else {
+            wheel.reschedule(key, deadline)
+        };
+        if !moved {
             return false; // `new` is dropped after the guard
         }
         let old = wheel.get_mut(key).map(|w| std::mem::replace(w, new));

@@ -233,6 +233,12 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// other: counted, removed, rescheduled (back into the wheel) and drained alike. Only a
     /// [`poll`](Self::poll) at `u64::MAX` itself would have handed it out.
     pub(crate) fn insert_unreachable(&mut self, value: T) -> Result<Key, Full<T>> {
+        self.insert_unreachable_entry(value, false)
+    }
+
+    /// [`insert_unreachable`](Self::insert_unreachable), for a one-shot or a persistent entry
+    /// (which then is not [parked](Self::is_parked): it has not fired).
+    fn insert_unreachable_entry(&mut self, value: T, persistent: bool) -> Result<Key, Full<T>> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
         }
@@ -244,7 +250,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             prev: NIL,
             next: NIL,
             bucket: NIL,
-            persistent: false,
+            persistent,
             value,
         }) as u32;
         self.parked.push_back(&mut self.entries, idx, PARKED);
@@ -329,8 +335,10 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     pub(crate) fn is_parked(&self, key: Key) -> bool {
         self.check(key).is_some() && {
             let entry = &self.entries[key.index as usize];
-            // Not an unreachable one-shot entry (see `insert_unreachable`), filed there too.
-            entry.bucket == PARKED && entry.persistent
+            // Not an unreachable entry (see `insert_unreachable`), filed there too: one that
+            // fired had its deadline reached, and an owner that files entries unreachable
+            // never polls at `u64::MAX`.
+            entry.bucket == PARKED && entry.persistent && entry.deadline != u64::MAX
         }
     }
 
@@ -353,19 +361,16 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         Some(&mut self.entries[key.index as usize].value)
     }
 
-    /// Moves a pending one-shot entry to the deadline time never reaches, `u64::MAX`, beside
-    /// the parked ones, as [`insert_unreachable`](Self::insert_unreachable) files it; `false` if
-    /// the key is stale. (Through [`reschedule`](Self::reschedule) it would wait in a top-level
-    /// bucket, whose cascades wake the owner for nothing.) A persistent entry, which parks
-    /// only when it fires, is rescheduled as usual.
+    /// Moves a pending entry to the deadline time never reaches, `u64::MAX`, beside the parked
+    /// ones, as [`insert_unreachable`](Self::insert_unreachable) files it; `false` if the key
+    /// is stale. (Through [`reschedule`](Self::reschedule) it would wait in a top-level
+    /// bucket, whose cascades wake the owner for nothing.) A persistent entry that fired and
+    /// is parked stays on that list, no longer [parked](Self::is_parked) but waiting.
     pub(crate) fn reschedule_unreachable(&mut self, key: Key) -> bool {
         if self.check(key).is_none() {
             return false;
         }
         let idx = key.index;
-        if self.entries[idx as usize].persistent {
-            return self.reschedule(key, u64::MAX);
-        }
         if self.entries[idx as usize].bucket != PARKED {
             self.unlink(idx);
             self.parked.push_back(&mut self.entries, idx, PARKED);
@@ -390,8 +395,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             DUE => deadline <= self.now,
             STAGED => self.stays_staged(deadline),
             IMMINENT => false,
-            // An unreachable entry (see `insert_unreachable`) stays out of the buckets.
-            PARKED => deadline == u64::MAX && !self.entries[idx as usize].persistent,
+            // An unreachable entry (see `insert_unreachable`) stays out of the buckets; one
+            // that fired is filed again.
+            PARKED => deadline == u64::MAX && self.entries[idx as usize].deadline == u64::MAX,
             _ => {
                 let (level, slot) = split(bucket);
                 deadline >= self.levels[level].buckets[slot].expiration

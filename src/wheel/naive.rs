@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The obvious implementation: a `BTreeMap` keyed by `(deadline, id)`, plus the set of
-/// persistent entries and those of them that fired and are parked, and the one-shot entries
-/// filed at `u64::MAX` in no bucket (which time never reaches, and `peek` does not name).
+/// persistent entries and those of them that fired and are parked, and the entries filed at
+/// `u64::MAX` in no bucket (which time never reaches, and `peek` does not name).
 #[derive(Debug, Default)]
 pub(crate) struct Naive {
     by_deadline: BTreeMap<(u64, u64), ()>,
@@ -32,11 +32,18 @@ impl Naive {
         self.unreachable.insert(id);
     }
 
-    /// As `Wheel::reschedule_unreachable`: a one-shot entry moves to `u64::MAX`, in no bucket;
-    /// a persistent one as any reschedule.
+    /// As `Wheel::insert_persistent_unreachable`: a persistent entry at `u64::MAX`, in no
+    /// bucket, waiting (not parked).
+    pub(crate) fn insert_persistent_unreachable(&mut self, id: u64) {
+        self.insert_unreachable(id);
+        self.persistent.insert(id);
+    }
+
+    /// As `Wheel::reschedule_unreachable`: an entry moves to `u64::MAX`, in no bucket (a
+    /// parked persistent one waits again).
     pub(crate) fn reschedule_unreachable(&mut self, id: u64) -> bool {
         let moved = self.reschedule(id, u64::MAX);
-        if moved && !self.persistent.contains(&id) {
+        if moved {
             self.unreachable.insert(id);
         }
         moved
@@ -63,10 +70,13 @@ impl Naive {
         let persistent = self.persistent.contains(&id);
         let unreachable = self.unreachable.contains(&id);
         if self.remove(id) {
-            if persistent {
-                self.insert_persistent(id, deadline);
-            } else if unreachable && deadline == u64::MAX {
+            if unreachable && deadline == u64::MAX {
                 self.insert_unreachable(id);
+                if persistent {
+                    self.persistent.insert(id);
+                }
+            } else if persistent {
+                self.insert_persistent(id, deadline);
             } else {
                 self.insert(id, deadline);
             }

@@ -54,4 +54,11 @@ impl<T, P: Persistent<T>> Wheel<T, P> {
     pub(crate) fn insert_persistent(&mut self, deadline: u64, value: T) -> Result<Key, Full<T>> {
         self.insert_entry(deadline, value, true)
     }
+
+    /// [`insert_persistent`](Self::insert_persistent) for the deadline time never reaches,
+    /// `u64::MAX`, in no bucket, as [`insert_unreachable`](Self::insert_unreachable) files a
+    /// one-shot entry: it waits (it is not [parked](Self::is_parked)) until rescheduled.
+    pub(crate) fn insert_persistent_unreachable(&mut self, value: T) -> Result<Key, Full<T>> {
+        self.insert_unreachable_entry(value, true)
+    }
 }

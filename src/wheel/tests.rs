@@ -446,7 +446,9 @@ enum Op {
     /// Inserts a one-shot entry at `u64::MAX`, the deadline time never reaches, as a shard
     /// files it: in no bucket.
     InsertUnreachable,
-    /// Moves an entry to `u64::MAX` as a shard does (a persistent one as any reschedule).
+    /// Inserts a persistent entry at `u64::MAX`, as a shard files an interval's tick there.
+    InsertPersistentUnreachable,
+    /// Moves an entry to `u64::MAX` as a shard does: in no bucket.
     RescheduleUnreachable(usize),
     Advance(u64),
     /// Advances with a small work budget, possibly stopping part-way through a pass: other
@@ -512,6 +514,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::RemoveAll),
         2 => (any::<usize>(), delta).prop_map(|(i, d)| Op::Reschedule(i, d)),
         1 => Just(Op::InsertUnreachable),
+        1 => Just(Op::InsertPersistentUnreachable),
         1 => any::<usize>().prop_map(Op::RescheduleUnreachable),
         3 => advance.clone().prop_map(Op::Advance),
         2 => (advance, 1usize..8).prop_map(|(by, b)| Op::PartialAdvance(by, b)),
@@ -621,6 +624,11 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
             Op::InsertUnreachable => {
                 let key = wheel.insert_unreachable(id).unwrap();
                 model.insert_unreachable(id);
+                keys.push((key, id));
+            }
+            Op::InsertPersistentUnreachable => {
+                let key = wheel.insert_persistent_unreachable(id).unwrap();
+                model.insert_persistent_unreachable(id);
                 keys.push((key, id));
             }
             Op::RescheduleUnreachable(i) if !keys.is_empty() => {
