@@ -788,6 +788,46 @@ async fn shutdown_timeout_cuts_a_request_on(
     until_closed(&mut tcp).await;
 }
 
+/// The shutdown timeout holds when the runtime's default timer shuts down during the drain
+/// (which resolves the sleeps on it): it goes on on the runtime's new default timer, rather
+/// than cutting the requests still in flight at once.
+#[tokio::test]
+async fn shutdown_timeout_holds_after_the_default_timer_shuts_down() {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let s = server()
+        .await
+        .with_graceful_shutdown(async move {
+            let _ = stopped.await;
+        })
+        .shutdown_timeout(ms(600));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /slow/60000?mark=cutafter HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    in_flight("cutafter").await;
+    let started = Instant::now();
+    stop.send(()).unwrap();
+    tokio::time::sleep(ms(50)).await; // the server now waits for its shutdown timeout
+    tokio_timing_wheel::Timer::current().shutdown();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the server did not resolve")
+        .expect("the server panicked")
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        took >= ms(600) && took < Duration::from_secs(5),
+        "cut after {took:?}"
+    );
+    assert_eq!(
+        metrics.closed(CloseReason::ShutdownTimeout),
+        1,
+        "{metrics:?}"
+    );
+    until_closed(&mut tcp).await;
+}
+
 /// Limits of `Duration::MAX` mean "never": no deadline overflows. The requests are answered
 /// (an HTTP/2 keep-alive interval of `Duration::MAX` sends no pings rather than overflowing
 /// hyper's ping deadline), the idle connections stay open, and the shutdown drains them.

@@ -261,8 +261,9 @@ impl<S> Serve<S> {
     /// [`HyperTimer`](crate::hyper::HyperTimer)) have no way to report an error: on a full
     /// timer they panic in the connection's task, which closes it. If `timer` is shut down, a
     /// connection waiting on one of its limits is closed the same way (its limits can no
-    /// longer be timed); with the default timer, a connection goes on waiting on the
-    /// runtime's new default timer.
+    /// longer be timed), and the server's own timers go on the runtime's default timer; with
+    /// the default timer, connections and the server go on waiting on the runtime's new
+    /// default timer.
     ///
     /// # Examples
     ///
@@ -472,7 +473,7 @@ impl<S> Serve<S> {
         });
         // Every connection task holds a receiver: `closed()` resolves when all have ended.
         let (live, _) = watch::channel(());
-        let mut pause: Option<crate::Sleep> = None;
+        let mut pause: Option<(crate::Sleep, Instant)> = None;
         loop {
             let accepted = poll_fn(|cx| {
                 if let Some(signal) = &mut signal {
@@ -480,8 +481,8 @@ impl<S> Serve<S> {
                         return Poll::Ready(None);
                     }
                 }
-                if let Some(p) = &mut pause {
-                    std::task::ready!(Pin::new(p).poll(cx));
+                if let Some((p, at)) = &mut pause {
+                    std::task::ready!(poll_server_sleep(p, *at, cx));
                     pause = None;
                 }
                 listener.poll_accept(cx).map(Some)
@@ -506,7 +507,7 @@ impl<S> Serve<S> {
                     // examples and axum do), then accept again.
                     tracing::error!(error = %e, "accept failed; retrying in 1 s");
                     let at = Instant::now() + Duration::from_secs(1);
-                    pause = Some(server_sleep(timer.as_ref(), at));
+                    pause = Some((server_sleep(timer.as_ref(), at), at));
                 }
             }
         }
@@ -519,14 +520,13 @@ impl<S> Serve<S> {
         ctx.phase.set(DRAINING);
         if let Some(limit) = limits.shutdown_timeout {
             let at = deadline_after(signalled, limit);
-            let cut = server_sleep(timer.as_ref(), at);
-            let mut cut = std::pin::pin!(cut);
+            let mut cut = server_sleep(timer.as_ref(), at);
             let mut closed = std::pin::pin!(live.closed());
             let all_gone = poll_fn(|cx| {
                 if closed.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(true);
                 }
-                cut.as_mut().poll(cx).map(|()| false)
+                poll_server_sleep(&mut cut, at, cx).map(|()| false)
             })
             .await;
             if !all_gone {
@@ -558,6 +558,23 @@ fn server_sleep(timer: Option<&Timer>, at: Instant) -> crate::Sleep {
         Some(t) => t.sleep_until(at),
         None => crate::sleep_wheel_until(at),
     }
+}
+
+/// Polls a server's own timer (see [`server_sleep`]) for `at`. One whose timer shut down
+/// before `at` (which resolves it) is replaced by one on the runtime's default timer (with the
+/// default timer, its new one), so the server acts at `at`, not at the shutdown; if no timer
+/// is left to wait on (the runtime is going), it completes.
+fn poll_server_sleep(sleep: &mut crate::Sleep, at: Instant, cx: &mut Context<'_>) -> Poll<()> {
+    std::task::ready!(Pin::new(&mut *sleep).poll(cx));
+    if !sleep.is_shutdown() {
+        return Poll::Ready(());
+    }
+    let new = crate::sleep_wheel_until(at);
+    if new.shard().is_shutdown() {
+        return Poll::Ready(());
+    }
+    *sleep = new;
+    Pin::new(sleep).poll(cx)
 }
 
 fn is_connection_error(e: &io::Error) -> bool {
