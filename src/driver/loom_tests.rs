@@ -650,3 +650,34 @@ fn a_cancel_is_handed_over_only_for_an_entry_no_pass_has_reached() {
         "after shutdown: the drain decides"
     );
 }
+
+/// A cancel that finds the wheel's lock taken hands the entry over to the next sweep, trusting
+/// the pass its bucket's time brings to come by then. An entry past the horizon (a timeout
+/// that never elapses) waits in no bucket, so on a quiet timer no pass ever comes: its cancel
+/// waits for the lock instead, and its waker (holding the task) goes with it.
+#[cfg(not(loom))]
+#[test]
+fn a_cancel_past_the_horizon_is_never_left_for_a_pass_that_never_comes() {
+    let (driver, shards, _rt) = timer(1, usize::MAX);
+    let shard = &shards[0];
+    let (counter, waker) = Counter::waker();
+    let mut entry = TimerEntry::new(shard.clone(), ());
+    entry.register_units(u64::MAX, &waker);
+    assert_eq!(driver.alarm_set_for(), None, "nothing to wake for");
+    assert_eq!(Arc::strong_count(&counter), 3, "the wheel holds a clone");
+    let held = shard.lock();
+    let canceller = std::thread::spawn(move || entry.cancel());
+    // A cancel that hands over returns with the lock still held; one that waits, once freed.
+    let until = std::time::Instant::now() + Duration::from_millis(200);
+    while !canceller.is_finished() && std::time::Instant::now() < until {
+        std::thread::yield_now();
+    }
+    drop(held);
+    assert!(canceller.join().unwrap(), "pending until cancelled");
+    assert_eq!(shard.len(), 0, "not pending once cancelled");
+    assert!(
+        shard.lock().is_empty() || driver.alarm_set_for().is_some(),
+        "left in the wheel with no pass to come and sweep it"
+    );
+    assert_eq!(Arc::strong_count(&counter), 2, "the waker is gone");
+}

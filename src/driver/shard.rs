@@ -248,7 +248,8 @@ impl Shard {
     /// cancel from another thread removes the entry itself if the lock is free, as nothing
     /// may come to reclaim it before its bucket is due. A cancel that finds the lock taken
     /// (the shard's worker registering, or a pass) hands over whatever the timer's state, and
-    /// waits for the lock only if a pass running now may have reached its entry; on a quiet
+    /// waits for the lock only if a pass running now may have reached its entry, or if the
+    /// entry is past the horizon (in no bucket, see `Wheel::insert_unreachable`); on a quiet
     /// timer its memory may then wait for the pass its bucket's time brings.
     ///
     /// Why a handed-over entry can never fire: a pass stores `fired_through` before it
@@ -266,7 +267,9 @@ impl Shard {
         if let Some(wheel) = try_lock(&self.wheel.0) {
             return self.remove_under(wheel, key).is_some(); // the waker drops after the guard
         }
-        if self.hand_over(key, units, false) {
+        // Past the horizon, the entry waits in no bucket: no pass of its own ever comes to
+        // sweep it, and on a quiet timer no other may either.
+        if units != u64::MAX && self.hand_over(key, units, false) {
             return true;
         }
         // The entry may be due in a pass running now: wait for the lock, as a cancel did.
