@@ -92,8 +92,8 @@ use crate::{Sleep, Timer};
 /// keep-alive connection's header-read timeout goes on, on the new default timer, rather than
 /// firing at once for every later request.
 ///
-/// A [`sleep`](hyper::rt::Timer::sleep) first polled only after its deadline has passed
-/// returns `Pending` with its task already woken and completes on the next poll (hyper-util's
+/// A [`sleep`](hyper::rt::Timer::sleep) first polled only after its deadline has passed may
+/// return `Pending` with its task already woken and complete on the next poll (hyper-util's
 /// `TokioTimer` completes on the first); [`sleep_until`](hyper::rt::Timer::sleep_until) and a
 /// `reset` check the clock and complete on the first poll.
 ///

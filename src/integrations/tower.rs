@@ -8,8 +8,8 @@
 //! answers in time costs one O(1) insert and removal in the wheel.
 //!
 //! One difference from tower's: a response future first polled only after its deadline has
-//! passed returns `Pending` with its task already woken, and fails with `Elapsed` on the next
-//! poll (tower's fails on that first poll); see [`time`](crate::time#migration).
+//! passed may return `Pending` with its task already woken, and fail with `Elapsed` on the
+//! next poll (tower's fails on that first poll); see [`time`](crate::time#migration).
 //!
 //! On a timer built with [`max_pending`](crate::Builder::max_pending), each call takes its
 //! timer slot when it is made, and a call that a full timer cannot take is refused: the inner
