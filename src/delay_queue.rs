@@ -775,7 +775,11 @@ impl<T> DelayQueue<T> {
     /// should look again), or `Ready(None)` if the queue is empty.
     ///
     /// Items already due come out without a clock read each: a burst of expired items costs
-    /// one wheel step per item, and allocates nothing.
+    /// one wheel step per item, and allocates nothing. Each item spends a unit of the task's
+    /// cooperative budget, as a Tokio `Sleep` that completes does (tokio-util's queue spends
+    /// none per item): out of budget, a queue with items answers `Pending` and wakes the task
+    /// for its next turn, so a long burst yields to the worker's other tasks. An empty queue
+    /// answers `Ready(None)` whatever the budget.
     ///
     /// # Panics
     ///
@@ -801,6 +805,10 @@ impl<T> DelayQueue<T> {
     /// # }
     /// ```
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        if self.wheel.is_empty() {
+            // Nothing to hand out: `Ready(None)` whatever the budget, as tokio-util's.
+            return self.poll_expired_inner(cx);
+        }
         // One unit of the task's cooperative budget per item (tokio-util's queue spends none):
         // draining a burst of expired items yields to the worker's other tasks.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));

@@ -1121,3 +1121,22 @@ fn after_its_runtime_is_gone_a_queue_goes_on_on_the_current_runtime() {
         assert!(q.next().await.is_none());
     });
 }
+
+/// An empty queue answers `Ready(None)` whatever the task's cooperative budget, as
+/// tokio-util's does (its queue spends budget only through its timer); a queue with items
+/// spends one unit per item, so a drained burst yields to the worker's other tasks.
+#[tokio::test(start_paused = true)]
+async fn an_empty_queue_answers_none_even_out_of_budget() {
+    let mut queue: DelayQueue<u32> = DelayQueue::new();
+    let mut task = task::spawn(());
+    common::exhaust_budget();
+    assert!(matches!(
+        task.enter(|cx, _| queue.poll_expired(cx)),
+        Poll::Ready(None)
+    ));
+    queue.insert(1, Duration::ZERO);
+    assert!(
+        task.enter(|cx, _| queue.poll_expired(cx)).is_pending(),
+        "an item out of budget waits for the task's next turn"
+    );
+}
