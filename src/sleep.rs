@@ -277,7 +277,7 @@ impl Sleep {
     /// Moving the deadline later costs no access to the wheel: the timer stays where it is
     /// and, when it fires, is re-filed for the new deadline (one extra wakeup of the task).
     /// Moving it earlier relinks the timer at once; to a deadline already passed, the next
-    /// poll completes.
+    /// poll completes, and the task that polled it last is woken (as by Tokio's).
     ///
     /// On a timer built with [`max_pending`](crate::Builder::max_pending) the `Sleep` keeps its
     /// slot instead: a later deadline moves its entry in the wheel (O(1), no relink, one brief
@@ -353,7 +353,8 @@ impl Sleep {
                     return Ok(());
                 }
                 if deadline <= self.shard().now() {
-                    self.entry.cancel();
+                    // Wakes the task that polled last, as Tokio's does: it may not be this one.
+                    self.entry.fire_now();
                     self.entry.owner = State::Elapsed;
                     return Ok(());
                 }

@@ -985,3 +985,28 @@ async fn polls_resets_and_budget_answer_as_tokios_sleep_does() {
         poll!(Same, budget, "zero, first poll" => Ready(()));
     }
 }
+
+/// A reset to a deadline already passed completes the `Sleep` at once, and, as Tokio's does,
+/// wakes the task that polled it last: another task than the one resetting it (a shared
+/// `Sleep`, a combinator that resets without polling after) must not wait forever.
+#[tokio::test(start_paused = true)]
+async fn a_reset_to_the_past_wakes_the_task_waiting_on_the_sleep() {
+    for bounded in [false, true] {
+        let timer = if bounded {
+            Timer::builder().max_pending(4).build().unwrap()
+        } else {
+            Timer::current()
+        };
+        for back in [Duration::ZERO, MS] {
+            let mut s = task::spawn(timer.sleep(Duration::from_secs(300)));
+            assert_pending!(s.poll());
+            Pin::new(&mut *s).reset(Instant::now() - back);
+            assert!(
+                s.is_woken(),
+                "reset {back:?} into the past (bounded: {bounded}): waiting task not woken"
+            );
+            assert_ready!(s.poll());
+            assert_eq!(timer.pending(), 0);
+        }
+    }
+}

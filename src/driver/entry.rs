@@ -348,6 +348,17 @@ impl<S> TimerEntry<S> {
         }
     }
 
+    /// Removes the entry from the wheel, if registered, and wakes the waker it held if it was
+    /// still pending, as if it had fired now (Tokio's reset to a deadline already passed does
+    /// the same: the task that polled last may not be the one resetting). Takes the lock.
+    pub(crate) fn fire_now(&mut self) {
+        if let Some(reg) = self.take_registered() {
+            if let Some(waker) = self.shard.cancel(reg.key) {
+                waker.wake();
+            }
+        }
+    }
+
     /// Removes the entry from the wheel, if registered: whether it was still pending.
     #[inline]
     pub(crate) fn cancel(&mut self) -> bool {
