@@ -224,8 +224,9 @@ impl Sleep {
     }
 
     /// Whether the `Sleep` has elapsed, as Tokio's `Sleep::is_elapsed`: it completed, or its
-    /// timer fired (whether or not it has been polled since), or the timer shut down while it
-    /// was registered. A `Sleep` never polled (or reset since) answers `false`, even with a
+    /// timer fired (whether or not it has been polled since; after a [reset](Sleep::reset) to a
+    /// later deadline, once the clock has reached it), or the timer shut down while it was
+    /// registered. A `Sleep` never polled (or reset since) answers `false`, even with a
     /// deadline already passed: it is registered, and checked, on its first poll. A poll that
     /// finds it due but the task out of its cooperative budget answers `Pending` (the task is
     /// woken to poll again), yet leaves it elapsed: `is_elapsed` is then `true`, and the next
@@ -251,8 +252,14 @@ impl Sleep {
             State::Elapsed | State::Shutdown => true,
             State::Idle { .. } => false,
             State::Registered { moved } => {
-                !self.entry.is_pending()
-                    && (shard.is_shutdown() || !(moved && self.entry.filed_before(self.deadline)))
+                if self.entry.is_pending() {
+                    return false;
+                }
+                // After a lazy reset, the entry's firing only means the old deadline came: the
+                // new one counts once the clock reaches it (re-filing waits for a poll).
+                shard.is_shutdown()
+                    || !(moved && self.entry.filed_before(self.deadline))
+                    || self.deadline <= shard.now()
             }
         }
     }

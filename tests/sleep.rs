@@ -1010,3 +1010,24 @@ async fn a_reset_to_the_past_wakes_the_task_waiting_on_the_sleep() {
         }
     }
 }
+
+/// A later reset is lazy: the old deadline's extra wakeup re-files the `Sleep` on its next
+/// poll. Until that poll `is_elapsed` must still answer by the new deadline, as Tokio's does:
+/// once it has passed, the `Sleep` has elapsed (its next poll completes).
+#[tokio::test(start_paused = true)]
+async fn a_sleep_reset_later_is_elapsed_at_the_new_deadline_even_unpolled_since_the_old() {
+    let start = Instant::now();
+    let mut s = task::spawn(sleep_wheel(Duration::from_millis(10)));
+    assert_pending!(s.poll());
+    Pin::new(&mut *s).reset(start + Duration::from_millis(30));
+    assert_pending!(s.poll());
+    step_for(Duration::from_millis(10), SHORT_SETTLE_YIELDS).await;
+    assert!(!s.is_elapsed(), "elapsed at the old deadline");
+    step_for(Duration::from_millis(25), SHORT_SETTLE_YIELDS).await;
+    assert!(
+        s.is_elapsed(),
+        "the new deadline has passed, yet is_elapsed() is false"
+    );
+    assert_ready!(s.poll());
+    assert!(s.is_elapsed());
+}
