@@ -5,7 +5,8 @@
 //! [`sleep_wheel`](crate::sleep_wheel), [`Sleep`], [`Timeout`], [`Interval`] and
 //! [`MissedTickBehavior`] are the crate's. [`Instant`] and [`Duration`] are Tokio's and std's
 //! (so paused Tokio time drives the wheel). [`error::Elapsed`] is the crate's
-//! [`Elapsed`](crate::Elapsed): it is not Tokio's type, but converts where Tokio's does.
+//! [`Elapsed`](crate::Elapsed): it is not Tokio's type, but converts where Tokio's does;
+//! [`error::Error`] is Tokio's, which nothing here returns.
 //!
 //! Testing helpers (`pause`, `resume`, `advance`) are not mirrored: they belong to Tokio's
 //! clock, which the wheel follows; keep calling them from `tokio::time`.
@@ -77,4 +78,7 @@ pub use crate::timeout::{timeout, timeout_at, Timeout};
 /// The error of a timeout, as `tokio::time::error`.
 pub mod error {
     pub use crate::error::Elapsed;
+    /// Tokio's own timer error, re-exported so that imports of `tokio::time::error` keep
+    /// compiling: the wheel never returns one (its errors are [`TimerError`](crate::TimerError)).
+    pub use tokio::time::error::Error;
 }

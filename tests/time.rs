@@ -82,3 +82,13 @@ async fn elapsed_converts_as_tokios_does() {
         assert!(boxed.is::<tower::timeout::error::Elapsed>());
     }
 }
+
+/// `tokio::time::error` has two names, `Elapsed` and `Error`: an import of both keeps
+/// compiling (`Error` is Tokio's own timer error; the wheel never returns one).
+#[test]
+fn every_name_of_tokios_time_error_module_resolves() {
+    use tokio_timing_wheel::time::error::Error;
+    fn is_tokios(_: Option<tokio::time::error::Error>) {}
+    is_tokios(None::<Error>);
+    assert!(!Error::shutdown().is_at_capacity());
+}
