@@ -21,7 +21,9 @@ use crate::timer::Timer;
 /// Equivalent to `sleep_wheel_until(Instant::now() + duration)`; a `duration` too large to add
 /// (such as `Duration::MAX`) means about 30 years, as in Tokio. A zero duration completes on the
 /// first poll without touching the wheel. The timer fires at or after the deadline, never
-/// before: exactly at it in paused time, and on a real clock as soon as Tokio's timer (1 ms
+/// before: in paused time exactly at it if it falls on Tokio's 1 ms grid, else at the grid's
+/// next millisecond (paused time advances to where Tokio's timer wakes the driver: a
+/// 1.5 ms sleep completes after 2 ms), and on a real clock as soon as Tokio's timer (1 ms
 /// resolution) wakes the driver, plus scheduling delay.
 ///
 /// The first poll reads no clock (that is most of a registration's cost): if it comes only
