@@ -749,22 +749,24 @@ async fn a_silent_connection_at_its_maximum_age_counts_as_max_age() {
 /// The shutdown timeout cuts what is still open, counted from the signal.
 #[tokio::test]
 async fn shutdown_timeout_cuts_the_rest() {
-    shutdown_timeout_cuts_a_request_on(|s| s, "cut").await;
+    shutdown_timeout_cuts_a_request_on(|s| s, "cut", ms(100), async {}).await;
 }
 
 /// Starts the server `setup` makes of the test server, a request that takes a minute (marked
-/// `mark`), then a graceful shutdown with a 100 ms limit: the limit cuts the request, and the
-/// server resolves without a panic.
+/// `mark`), then a graceful shutdown with a `limit`, with `during_the_drain` run after the
+/// signal: the limit cuts the request, and the server resolves without a panic.
 async fn shutdown_timeout_cuts_a_request_on(
     setup: impl FnOnce(Serve<App>) -> Serve<App>,
     mark: &str,
+    limit: Duration,
+    during_the_drain: impl std::future::Future<Output = ()>,
 ) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let s = setup(server().await)
         .with_graceful_shutdown(async move {
             let _ = stopped.await;
         })
-        .shutdown_timeout(ms(100));
+        .shutdown_timeout(limit);
     let (addr, metrics, task) = start(s);
     let mut tcp = TcpStream::connect(addr).await.unwrap();
     tcp.write_all(format!("GET /slow/60000?mark={mark} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
@@ -773,13 +775,17 @@ async fn shutdown_timeout_cuts_a_request_on(
     in_flight(mark).await;
     let started = Instant::now();
     stop.send(()).unwrap();
+    during_the_drain.await;
     tokio::time::timeout(Duration::from_secs(10), task)
         .await
         .expect("the server did not resolve")
         .expect("the server panicked")
         .unwrap();
     let took = started.elapsed();
-    assert!(took >= ms(100) && took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        took >= limit && took < Duration::from_secs(5),
+        "cut after {took:?}"
+    );
     assert_eq!(
         metrics.closed(CloseReason::ShutdownTimeout),
         1,
@@ -793,39 +799,11 @@ async fn shutdown_timeout_cuts_a_request_on(
 /// than cutting the requests still in flight at once.
 #[tokio::test]
 async fn shutdown_timeout_holds_after_the_default_timer_shuts_down() {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let s = server()
-        .await
-        .with_graceful_shutdown(async move {
-            let _ = stopped.await;
-        })
-        .shutdown_timeout(ms(600));
-    let (addr, metrics, task) = start(s);
-    let mut tcp = TcpStream::connect(addr).await.unwrap();
-    tcp.write_all(b"GET /slow/60000?mark=cutafter HTTP/1.1\r\nhost: x\r\n\r\n")
-        .await
-        .unwrap();
-    in_flight("cutafter").await;
-    let started = Instant::now();
-    stop.send(()).unwrap();
-    tokio::time::sleep(ms(50)).await; // the server now waits for its shutdown timeout
-    tokio_timing_wheel::Timer::current().shutdown();
-    tokio::time::timeout(Duration::from_secs(10), task)
-        .await
-        .expect("the server did not resolve")
-        .expect("the server panicked")
-        .unwrap();
-    let took = started.elapsed();
-    assert!(
-        took >= ms(600) && took < Duration::from_secs(5),
-        "cut after {took:?}"
-    );
-    assert_eq!(
-        metrics.closed(CloseReason::ShutdownTimeout),
-        1,
-        "{metrics:?}"
-    );
-    until_closed(&mut tcp).await;
+    let shut_down_mid_drain = async {
+        tokio::time::sleep(ms(50)).await; // the server now waits for its shutdown timeout
+        tokio_timing_wheel::Timer::current().shutdown();
+    };
+    shutdown_timeout_cuts_a_request_on(|s| s, "cutafter", ms(600), shut_down_mid_drain).await;
 }
 
 /// Limits of `Duration::MAX` mean "never": no deadline overflows. The requests are answered
@@ -988,7 +966,8 @@ async fn shutdown_timeout_on_a_full_timer_still_cuts_the_rest() {
         .build()
         .unwrap();
     let _held = timer.try_sleep(Duration::from_secs(3600)).unwrap();
-    shutdown_timeout_cuts_a_request_on(|s| s.timer(timer.clone()), "fullcut").await;
+    shutdown_timeout_cuts_a_request_on(|s| s.timer(timer.clone()), "fullcut", ms(100), async {})
+        .await;
 }
 
 /// CPU time this thread has used (user and system), from `/proc` (Linux), in clock ticks.
