@@ -406,13 +406,7 @@ impl Shard {
     pub(super) fn reschedule_persistent(&self, key: Key, deadline: u64, waker: &Waker) -> bool {
         let new = waker.clone();
         let mut wheel = self.lock();
-        let moved = if deadline == u64::MAX {
-            // Past the horizon: in no bucket, as `register_entry` files it.
-            wheel.reschedule_unreachable(key)
-        } else {
-            wheel.reschedule(key, deadline)
-        };
-        if !moved {
+        if !refile(&mut wheel, key, deadline) {
             return false; // `new` is dropped after the guard
         }
         let old = wheel.get_mut(key).map(|w| std::mem::replace(w, new));
@@ -424,13 +418,7 @@ impl Shard {
     /// Moves a pending entry to a new deadline; `false` if it is no longer pending.
     pub(super) fn reschedule(&self, key: Key, deadline: u64) -> bool {
         let mut wheel = self.lock();
-        let moved = if deadline == u64::MAX {
-            // Past the horizon: in no bucket, as `register_entry` files it.
-            wheel.reschedule_unreachable(key)
-        } else {
-            wheel.reschedule(key, deadline)
-        };
-        if !moved {
+        if !refile(&mut wheel, key, deadline) {
             return false;
         }
         self.publish_head(wheel);
@@ -684,5 +672,15 @@ pub(crate) fn this_thread_shard(n: usize) -> usize {
         idx & (n - 1)
     } else {
         idx % n
+    }
+}
+
+/// Moves pending entry `key` of `wheel` to `deadline`, past the horizon in no bucket (as
+/// `Shard::register_entry` files it); `false` if it is no longer pending.
+fn refile(wheel: &mut WakerWheel, key: Key, deadline: u64) -> bool {
+    if deadline == u64::MAX {
+        wheel.reschedule_unreachable(key)
+    } else {
+        wheel.reschedule(key, deadline)
     }
 }
