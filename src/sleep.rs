@@ -520,8 +520,8 @@ impl Timer {
     /// [`TimerError::Full`] if the timer was built with [`max_pending`](crate::Builder::max_pending)
     /// and that many timers are pending (without a limit: if the calling thread's shard holds
     /// the most a wheel can index, about four billion); [`TimerError::Shutdown`] if the timer
-    /// has been shut down. A deadline already passed is not an error: the `Sleep` is ready on
-    /// its first poll and takes no slot.
+    /// has been shut down, whatever the deadline. On a running timer a deadline already passed
+    /// is not an error: the `Sleep` is ready on its first poll and takes no slot.
     ///
     /// # Examples
     ///

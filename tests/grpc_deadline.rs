@@ -23,6 +23,8 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tower::ServiceBuilder;
 
+mod common;
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -341,19 +343,12 @@ async fn the_handlers_future_is_dropped_at_the_deadline() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use tower::{Service, ServiceBuilder, ServiceExt};
 
-    /// Held by the handler's future: sets its flag when dropped.
-    struct Held(Arc<AtomicBool>);
-    impl Drop for Held {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
     let dropped = Arc::new(AtomicBool::new(false));
     let flag = dropped.clone();
     let mut svc = ServiceBuilder::new()
         .layer(GrpcTimeoutLayer::new())
         .service_fn(move |_req: http::Request<()>| {
-            let held = Held(flag.clone());
+            let held = common::SetOnDrop(flag.clone());
             async move {
                 let _held = held;
                 std::future::pending::<()>().await;

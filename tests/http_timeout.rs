@@ -27,6 +27,8 @@ use tokio_timing_wheel::http::{
 use tokio_timing_wheel::server::serve;
 use tower::ServiceBuilder;
 
+mod common;
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -204,17 +206,10 @@ async fn the_handlers_future_is_dropped_when_the_408_is_answered() {
     use std::sync::Arc;
     use tower::Service;
 
-    /// Held by the handler's future: sets its flag when dropped.
-    struct Held(Arc<AtomicBool>);
-    impl Drop for Held {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
     let dropped = Arc::new(AtomicBool::new(false));
     let flag = dropped.clone();
     let handler = tower::service_fn(move |_req: Request<()>| {
-        let held = Held(flag.clone());
+        let held = common::SetOnDrop(flag.clone());
         async move {
             let _held = held;
             std::future::pending::<()>().await;

@@ -69,6 +69,15 @@ pub(crate) async fn idle_on_another_thread() {
     other.join().unwrap();
 }
 
+/// Sets its flag when dropped: held by a future, it tells whether that future was dropped.
+pub(crate) struct SetOnDrop(pub(crate) Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, SeqCst);
+    }
+}
+
 /// A small deterministic PRNG (xorshift64*), so the tests need no extra dependency.
 pub(crate) struct XorShift(u64);
 
