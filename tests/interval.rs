@@ -977,3 +977,33 @@ async fn an_interval_past_the_horizon_does_not_move_paused_time() {
     timer.sleep(ms(1)).await;
     assert_eq!(Instant::now(), now + ms(1));
 }
+
+/// The poll right after a tick files the entry for the next one without reading the clock;
+/// if that instant has passed already, the driver's next pass completes the tick, as the
+/// `Interval` docs promise, whatever the clock reads. When another timer had just fired in a
+/// pass at a clock reading between two of Tokio's milliseconds, the wheel's time was that
+/// reading, the entry became due at it, and the alarm was set for it: Tokio rounds a sleep up
+/// to its next millisecond, so the tick waited for time to move on (forever, in paused time
+/// driven by `advance`), where Tokio's interval completes at once.
+#[tokio::test(start_paused = true)]
+async fn an_overdue_tick_completes_on_the_next_pass_between_tokios_milliseconds() {
+    let start = Instant::now();
+    let timer = Timer::builder().build().unwrap();
+    let mut other = task::spawn(timer.interval_at(start + ms(20), Duration::from_secs(1)));
+    assert_pending!(poll_next(&mut other));
+    let mut i = task::spawn(timer.interval(ms(5)));
+    assert_ready_eq!(poll_next(&mut i), start);
+    assert_pending!(poll_next(&mut i));
+    step(ms(5)).await;
+    assert_ready_eq!(poll_next(&mut i), start + ms(5));
+    // The loop body overruns; meanwhile `other` fires, in a pass at 35.5 ms.
+    step(ms(30) + Duration::from_micros(500)).await;
+    assert!(other.is_woken());
+    assert_pending!(poll_next(&mut i)); // files the entry for 10 ms, reading no clock
+    settle().await;
+    assert!(
+        i.is_woken(),
+        "the overdue tick was not completed by the driver"
+    );
+    assert_ready_eq!(poll_next(&mut i), start + ms(10));
+}

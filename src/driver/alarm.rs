@@ -45,12 +45,19 @@ pub(crate) enum Set {
 
 #[cfg(not(loom))]
 impl Alarm {
-    /// Sets the alarm for wheel time `at` (the instant `instant`), or disarms it for
-    /// `u64::MAX`, and registers `waker` to be woken when it fires.
+    /// Sets the alarm for wheel time `at` (the instant `instant`, the clock reading `now`),
+    /// or disarms it for `u64::MAX`, and registers `waker` to be woken when it fires.
     ///
     /// Tokio may wake `waker` from inside this call (re-registering an elapsed deadline fires
     /// it at once), so the waker must not need anything the caller holds.
-    pub(crate) fn set(&mut self, at: u64, instant: Instant, waker: &Waker, rt: &Handle) -> Set {
+    pub(crate) fn set(
+        &mut self,
+        at: u64,
+        instant: Instant,
+        now: Instant,
+        waker: &Waker,
+        rt: &Handle,
+    ) -> Set {
         if at == u64::MAX {
             // Nothing to wait for: drop a sleep still registered (it would wake Tokio's
             // driver for nothing); keep a fired one for reuse (no allocation on the next arm).
@@ -86,6 +93,15 @@ impl Alarm {
         match poll {
             Ok(Poll::Ready(())) => {
                 self.set_for = None;
+                Set::Due
+            }
+            // Tokio rounds a sleep up to its next millisecond: an instant passed already, in
+            // the millisecond of `now` (work filed for a passed instant is due at the wheel's
+            // time, the last pass's clock reading), would wait for the next one, in paused
+            // time until something moves the clock. The sleep stays set: if the pass leaves
+            // the same time armed, the next set waits on it.
+            Ok(Poll::Pending) if instant <= now => {
+                self.set_for = Some(at);
                 Set::Due
             }
             Ok(Poll::Pending) => {
@@ -146,7 +162,7 @@ pub(crate) struct Alarm {
 
 #[cfg(loom)]
 impl Alarm {
-    pub(crate) fn set(&mut self, at: u64, _: Instant, _: &Waker, _: &Handle) -> Set {
+    pub(crate) fn set(&mut self, at: u64, _: Instant, _: Instant, _: &Waker, _: &Handle) -> Set {
         if at == u64::MAX {
             self.set_for = None;
         } else if self.set_for != Some(at) || self.fired {

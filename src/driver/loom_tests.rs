@@ -45,8 +45,27 @@ fn timer(
     shards: usize,
     max_pending: usize,
 ) -> (Arc<Driver>, Box<[Arc<Shard>]>, tokio::runtime::Runtime) {
+    timer_on_clock(shards, max_pending, false)
+}
+
+/// [`timer`], its runtime's clock paused at the origin: the model's wheel times (a few
+/// nanoseconds) are due only at the passes it makes itself, as an alarm set for a time the
+/// clock has passed makes its pass at once.
+fn paused_timer(
+    shards: usize,
+    max_pending: usize,
+) -> (Arc<Driver>, Box<[Arc<Shard>]>, tokio::runtime::Runtime) {
+    timer_on_clock(shards, max_pending, true)
+}
+
+fn timer_on_clock(
+    shards: usize,
+    max_pending: usize,
+    paused: bool,
+) -> (Arc<Driver>, Box<[Arc<Shard>]>, tokio::runtime::Runtime) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
+        .start_paused(paused)
         .build()
         .expect("runtime");
     let (driver, shards) = Driver::new(
@@ -114,7 +133,7 @@ fn loom_registration_vs_pass_arms_for_the_earliest_head() {
 #[test]
 fn loom_registration_racing_the_pass_that_fires_it_rearms_a_fired_alarm() {
     model(|| {
-        let (driver, shards, _rt) = timer(2, usize::MAX);
+        let (driver, shards, _rt) = paused_timer(2, usize::MAX);
         shards[0].register(2 * HOUR, noop_waker()).unwrap().unwrap();
         // Due at once (1 ns after the origin): the alarm is set for it.
         shards[0].register(1, noop_waker()).unwrap().unwrap();
@@ -245,7 +264,7 @@ fn loom_register_vs_shutdown() {
 #[test]
 fn loom_reset_vs_fire() {
     model(|| {
-        let (_driver, shards, _rt) = timer(1, usize::MAX);
+        let (_driver, shards, _rt) = paused_timer(1, usize::MAX);
         let shard = shards[0].clone();
         let key = shard.register(50, noop_waker()).unwrap().unwrap();
 
@@ -300,7 +319,7 @@ impl Counter {
 #[test]
 fn loom_repoll_vs_fire_loses_no_wakeup() {
     model(|| {
-        let (driver, shards, _rt) = timer(1, 1);
+        let (driver, shards, _rt) = paused_timer(1, 1);
         let shard = shards[0].clone();
         let (counter, waker) = Counter::waker();
         let mut entry = TimerEntry::new(shard.clone(), ());
@@ -354,7 +373,7 @@ fn loom_repoll_new_waker_vs_fire_loses_no_wakeup() {
 #[test]
 fn loom_repoll_vs_early_pass_is_never_ready_early() {
     model(|| {
-        let (_driver, shards, _rt) = timer(1, usize::MAX);
+        let (_driver, shards, _rt) = paused_timer(1, usize::MAX);
         let shard = shards[0].clone();
         let (counter, waker) = Counter::waker();
         let mut entry = TimerEntry::new(shard.clone(), ());
@@ -405,7 +424,7 @@ fn loom_repoll_vs_shutdown_loses_no_wakeup() {
 #[test]
 fn loom_contended_cancel_vs_fire_never_fires_a_cancelled_entry() {
     model(|| {
-        let (driver, shards, _rt) = timer(1, 1);
+        let (driver, shards, _rt) = paused_timer(1, 1);
         let shard = shards[0].clone();
         let (counter, waker) = Counter::waker();
         let key = shard.register(10, waker).unwrap().unwrap();

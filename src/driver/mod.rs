@@ -361,10 +361,12 @@ impl Driver {
     /// Sets the alarm for the armed time. Runner only.
     fn rearm(&self) {
         let at = self.arm.armed();
-        let instant = if at == u64::MAX {
-            Instant::now() // unused
+        let (instant, now) = if at == u64::MAX {
+            let unused = Instant::now();
+            (unused, unused)
         } else {
-            self.clock.units_to_instant(at, self.now())
+            let now = self.now();
+            (self.clock.units_to_instant(at, now), now)
         };
         let mut alarm = lock(&self.alarm);
         // Checked under the alarm's lock: shutdown disarms under it, and after that the Tokio
@@ -372,7 +374,7 @@ impl Driver {
         if self.is_shutdown() {
             return;
         }
-        let set = alarm.set(at, instant, &self.waker, &self.runtime);
+        let set = alarm.set(at, instant, now, &self.waker, &self.runtime);
         drop(alarm);
         match set {
             Set::Waiting => {}
