@@ -286,6 +286,38 @@ fn loom_reset_vs_fire() {
     });
 }
 
+/// `Timer::pending` races with a cancel on one shard and a registration on another (the slot
+/// the cancel freed): it counts every shard at one instant, so never both entries, and never
+/// more than `max_pending`. Counted a shard at a time, it could count the first shard before
+/// the cancel and the second after the registration.
+#[test]
+fn loom_pending_vs_cancel_and_register_on_another_shard_stays_within_max_pending() {
+    model(|| {
+        let (_driver, shards, _rt) = timer(2, 1);
+        let key = shards[0].register(HOUR, noop_waker()).unwrap().unwrap();
+        let timer = crate::Timer::from_shards(shards.clone());
+
+        let other = shards.clone();
+        let mover = thread::spawn(move || {
+            assert!(other[0].cancel(key).is_some());
+            other[1].register(HOUR, noop_waker()).unwrap().unwrap()
+        });
+        let pending = timer.pending();
+        let metrics = timer.metrics().pending;
+        mover.join().unwrap();
+
+        assert!(
+            pending <= 1,
+            "pending() counted {pending} with max_pending 1"
+        );
+        assert!(
+            metrics <= 1,
+            "metrics().pending counted {metrics} with max_pending 1"
+        );
+        assert_eq!(timer.pending(), 1);
+    });
+}
+
 /// The shard's step of a pass at wheel time `now`: how many entries it fired.
 fn fire(shard: &Shard, now: u64) -> usize {
     let mut fired = FireReport::default();

@@ -544,6 +544,7 @@ impl Shard {
     }
 
     /// Pending entries: those in the wheel, less those whose cancel was handed over.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.pending_in(&self.lock())
     }

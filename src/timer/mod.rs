@@ -11,8 +11,9 @@ use std::time::Duration;
 use self::builder::Builder;
 use self::default::{current_timer, NO_RUNTIME};
 use self::metrics::TimerMetrics;
-use crate::driver::shard::{this_thread_shard, Shard};
+use crate::driver::shard::{this_thread_shard, Locked, Shard};
 use crate::driver::Driver;
+use crate::loom::MutexGuard;
 
 /// A hierarchical timing wheel, fired from inside Tokio's own timer processing.
 ///
@@ -130,21 +131,38 @@ impl Timer {
 
     /// Number of timers currently registered in the wheel (sleeps and timeouts that have been
     /// polled and not yet fired or dropped, and delayed tasks not yet started or cancelled).
+    ///
+    /// A count at one instant, even while other threads register and cancel: it never exceeds
+    /// [`max_pending`](crate::Builder::max_pending). (Takes every shard's lock at once, briefly.)
     pub fn pending(&self) -> usize {
-        self.shards.iter().map(|s| s.len()).sum()
+        let locked = self.lock_all();
+        self.shards
+            .iter()
+            .zip(&locked)
+            .map(|(shard, wheel)| shard.pending_in(wheel))
+            .sum()
     }
 
-    /// A snapshot of the timer's counters (takes each shard's lock briefly).
+    /// Every shard's lock, in shard order (nothing else holds two at once): a timer-wide
+    /// snapshot, where one shard at a time would add counts taken at different instants (an
+    /// entry cancelled on a shard already counted and one filed on a shard not yet counted
+    /// would both be counted, past `max_pending`).
+    fn lock_all(&self) -> Vec<MutexGuard<'_, Locked>> {
+        self.shards.iter().map(|shard| shard.lock()).collect()
+    }
+
+    /// A snapshot of the timer's counters, at one instant (takes every shard's lock at once,
+    /// briefly): `pending` as [`pending`](Timer::pending).
     pub fn metrics(&self) -> TimerMetrics {
         let mut m = TimerMetrics {
             passes: self.driver().passes(),
             lateness: self.driver().lateness.snapshot(),
             ..TimerMetrics::default()
         };
-        for shard in self.shards.iter() {
-            let wheel = shard.lock();
+        let locked = self.lock_all();
+        for (shard, wheel) in self.shards.iter().zip(&locked) {
             let s = wheel.stats();
-            m.pending += shard.pending_in(&wheel);
+            m.pending += shard.pending_in(wheel);
             m.cascades += s.cascades;
             m.bucket_flushes += s.flushes;
             m.heap_pushes += s.heap_pushes;
