@@ -1031,3 +1031,41 @@ async fn a_sleep_reset_later_is_elapsed_at_the_new_deadline_even_unpolled_since_
     assert_ready!(s.poll());
     assert!(s.is_elapsed());
 }
+
+/// A sleep decades away (2^36 * 10 ms, about 22 years) stays pending while the clock moves
+/// about 12 days, in the wheel's upper levels: it neither holds up a short sleep made then,
+/// which fires exactly on time, nor corrupts the wheel for sleeps dropped before and after
+/// their deadlines (as Tokio's own wheel must not).
+#[tokio::test(start_paused = true)]
+async fn a_sleep_decades_away_neither_delays_nor_corrupts_later_sleeps() {
+    let far = tokio::spawn(sleep_wheel(Duration::from_millis(10 << 36)));
+    tokio::time::advance(Duration::from_millis((1 << 30) - 1)).await;
+
+    let start = Instant::now();
+    sleep_wheel(Duration::from_millis(10)).await;
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(10) && elapsed <= Duration::from_millis(11),
+        "a 10 ms sleep took {elapsed:?} beside one 22 years away"
+    );
+
+    let mut first = task::spawn(sleep_wheel(Duration::from_millis(10)));
+    assert_pending!(first.poll());
+    let mut second = task::spawn(sleep_wheel(Duration::from_millis(20)));
+    assert_pending!(second.poll());
+    tokio::time::advance(Duration::from_millis(30)).await;
+    assert!(first.is_woken() && second.is_woken());
+    drop(first);
+    tokio::time::advance(Duration::from_millis(1 << 31)).await;
+    assert_ready!(second.poll());
+    drop(second);
+
+    let start = Instant::now();
+    sleep_wheel(Duration::from_millis(7)).await;
+    assert_eq!(start.elapsed(), Duration::from_millis(7));
+    assert!(
+        !far.is_finished(),
+        "the 22-year sleep fired after about 37 days"
+    );
+    far.abort();
+}

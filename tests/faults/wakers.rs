@@ -381,6 +381,45 @@ fn a_waker_dropped_on_re_poll_may_use_the_timer() {
     });
 }
 
+/// A waker whose destructor drops another sleep of the same timer: cancelling the sleep that
+/// holds it (the wheel then drops the waker) must neither deadlock nor leave either sleep
+/// pending (Tokio's `drop_from_waker_drop`). The wheel drops the waker after the shard's
+/// lock, and a cancel that finds that lock taken would hand itself over.
+#[test]
+fn a_waker_dropped_on_cancel_may_drop_another_sleep_of_the_timer() {
+    struct OwnsSleep(Mutex<Option<Sleep>>);
+    impl Wake for OwnsSleep {
+        fn wake(self: Arc<Self>) {}
+    }
+    impl Drop for OwnsSleep {
+        fn drop(&mut self) {
+            drop(self.0.lock().unwrap().take());
+        }
+    }
+    with_watchdog(Duration::from_secs(20), || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for timer in [
+                Timer::current(),
+                Timer::builder().shards(1).build().unwrap(),
+            ] {
+                let mut secondary = timer.sleep(Duration::from_secs(3600));
+                assert_pending!(poll_with(&mut secondary, futures::task::noop_waker_ref()));
+                let waker = Waker::from(Arc::new(OwnsSleep(Mutex::new(Some(secondary)))));
+                let mut primary = timer.sleep(Duration::from_secs(3600));
+                assert_pending!(poll_with(&mut primary, &waker));
+                assert_eq!(timer.pending(), 2);
+                drop(waker); // the wheel now holds the only reference
+                drop(primary);
+                assert_eq!(timer.pending(), 0, "both sleeps left the wheel");
+            }
+        });
+    });
+}
+
 /// A panic payload whose destructor panics too.
 struct PayloadThatPanicsOnDrop;
 
