@@ -315,9 +315,11 @@ enum Wait {
 ///
 /// That waiting poll reads no clock, so if it comes only after the next tick's instant has
 /// passed (the loop body took longer than a period), the tick completes when the timer's
-/// driver next runs, moments later, rather than on that poll (the filing asks the driver
-/// for a pass at once, which wakes the task: the clock need not move, paused or not); the
-/// missed ticks after it (with [`Burst`](MissedTickBehavior::Burst)) then complete at once.
+/// driver next runs, moments later, rather than on that poll: at once if the tick was due
+/// by the time of the driver's last pass, and always at once where clocks can pause (Tokio's
+/// `test-util`: paused time need not move); otherwise by Tokio's next millisecond, which
+/// batches a running clock's work into one pass per millisecond. The missed ticks after it
+/// (with [`Burst`](MissedTickBehavior::Burst)) then complete at once.
 ///
 /// # Shutdown
 ///

@@ -45,8 +45,9 @@ pub(crate) enum Set {
 
 #[cfg(not(loom))]
 impl Alarm {
-    /// Sets the alarm for wheel time `at` (the instant `instant`, the clock reading `now`),
-    /// or disarms it for `u64::MAX`, and registers `waker` to be woken when it fires.
+    /// Sets the alarm for wheel time `at` (the instant `instant`), or disarms it for
+    /// `u64::MAX`, and registers `waker` to be woken when it fires. `due`: the caller knows
+    /// `at` has passed and wants its pass now, not when Tokio fires the sleep.
     ///
     /// Tokio may wake `waker` from inside this call (re-registering an elapsed deadline fires
     /// it at once), so the waker must not need anything the caller holds.
@@ -54,7 +55,7 @@ impl Alarm {
         &mut self,
         at: u64,
         instant: Instant,
-        now: Instant,
+        due: bool,
         waker: &Waker,
         rt: &Handle,
     ) -> Set {
@@ -95,12 +96,10 @@ impl Alarm {
                 self.set_for = None;
                 Set::Due
             }
-            // Tokio rounds a sleep up to its next millisecond: an instant passed already, in
-            // the millisecond of `now` (work filed for a passed instant is due at the wheel's
-            // time, the last pass's clock reading), would wait for the next one, in paused
-            // time until something moves the clock. The sleep stays set: if the pass leaves
-            // the same time armed, the next set waits on it.
-            Ok(Poll::Pending) if instant <= now => {
+            // Tokio rounds a sleep up to its next millisecond: a passed instant in the current
+            // one waits for the next (see `Driver::rearm`). The sleep stays set: if the pass
+            // leaves the same time armed, the next set waits on it.
+            Ok(Poll::Pending) if due => {
                 self.set_for = Some(at);
                 Set::Due
             }
@@ -162,7 +161,7 @@ pub(crate) struct Alarm {
 
 #[cfg(loom)]
 impl Alarm {
-    pub(crate) fn set(&mut self, at: u64, _: Instant, _: Instant, _: &Waker, _: &Handle) -> Set {
+    pub(crate) fn set(&mut self, at: u64, _: Instant, _: bool, _: &Waker, _: &Handle) -> Set {
         if at == u64::MAX {
             self.set_for = None;
         } else if self.set_for != Some(at) || self.fired {

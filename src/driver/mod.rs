@@ -95,6 +95,9 @@ pub(crate) struct Driver {
     clocks_can_pause: bool,
     /// Firing passes, for [`TimerMetrics`](crate::TimerMetrics).
     passes: std::sync::atomic::AtomicU64,
+    /// The wheel time the last pass fired through. Only the runner writes and reads it (the
+    /// arming protocol hands the role over), so it needs no ordering of its own.
+    passed_through: std::sync::atomic::AtomicU64,
     /// Dropped with the driver: lets the sentinel task end. Kept through a shutdown of the
     /// timer, so that the timer still learns of its runtime's: what falls back on Tokio's
     /// timer (see `fallback`) must then move to another runtime's.
@@ -172,6 +175,7 @@ impl Driver {
             clocks_can_pause: clock::clocks_can_pause(),
             runtime,
             passes: std::sync::atomic::AtomicU64::new(0),
+            passed_through: std::sync::atomic::AtomicU64::new(0),
             sentinel: std::sync::Mutex::new(None),
             batch: Mutex::new(Vec::new()),
         });
@@ -361,12 +365,22 @@ impl Driver {
     /// Sets the alarm for the armed time. Runner only.
     fn rearm(&self) {
         let at = self.arm.armed();
-        let (instant, now) = if at == u64::MAX {
-            let unused = Instant::now();
-            (unused, unused)
+        let (instant, due) = if at == u64::MAX {
+            (Instant::now(), false) // the instant is unused
         } else {
             let now = self.now();
-            (self.clock.units_to_instant(at, now), now)
+            let instant = self.clock.units_to_instant(at, now);
+            // Tokio rounds its sleeps up to its next millisecond, so the alarm set for an
+            // instant already passed may wait for that millisecond. Work due by the wheel's
+            // own time (filed after the pass that reached it: an interval's overdue tick, the
+            // rest of a pass that stopped part-way) gets its pass at once. So does any passed
+            // instant where clocks can pause: a paused clock driven by `advance` may never
+            // reach that millisecond. Otherwise the wait (under a millisecond, within a tick)
+            // batches the work a running clock brings into one pass per millisecond, as
+            // Tokio's own timers are fired.
+            let due = at <= self.passed_through.load(Relaxed)
+                || (self.clocks_can_pause && instant <= now);
+            (instant, due)
         };
         let mut alarm = lock(&self.alarm);
         // Checked under the alarm's lock: shutdown disarms under it, and after that the Tokio
@@ -374,7 +388,7 @@ impl Driver {
         if self.is_shutdown() {
             return;
         }
-        let set = alarm.set(at, instant, now, &self.waker, &self.runtime);
+        let set = alarm.set(at, instant, due, &self.waker, &self.runtime);
         drop(alarm);
         match set {
             Set::Waiting => {}
@@ -390,6 +404,7 @@ impl Driver {
     fn pass(&self) {
         let now = self.clock.now_to_units(self.now());
         self.passes.fetch_add(1, Relaxed);
+        self.passed_through.store(now, Relaxed);
         self.arm.begin_pass();
         let mut next: Option<u64> = None;
         let mut total = FireReport::default();
