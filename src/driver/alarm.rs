@@ -31,7 +31,7 @@ pub(crate) struct Alarm {
 
 /// What setting the alarm found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(loom, allow(dead_code))] // the loom stand-in is never due nor refused
+#[cfg_attr(loom, allow(dead_code))] // the loom stand-in is never refused
 pub(crate) enum Set {
     /// Armed (or disarmed, for `u64::MAX`): Tokio will wake the driver when it is due.
     Waiting,
@@ -161,12 +161,15 @@ pub(crate) struct Alarm {
 
 #[cfg(loom)]
 impl Alarm {
-    pub(crate) fn set(&mut self, at: u64, _: Instant, _: bool, _: &Waker, _: &Handle) -> Set {
+    pub(crate) fn set(&mut self, at: u64, _: Instant, due: bool, _: &Waker, _: &Handle) -> Set {
         if at == u64::MAX {
             self.set_for = None;
         } else if self.set_for != Some(at) || self.fired {
             self.set_for = Some(at);
             self.fired = false;
+            if due {
+                return Set::Due; // as the real alarm: the caller passes at once
+            }
         }
         Set::Waiting
     }
