@@ -375,7 +375,7 @@ impl Driver {
             // own time (filed after the pass that reached it: an interval's overdue tick, the
             // rest of a pass that stopped part-way) gets its pass at once. So does any passed
             // instant where clocks can pause: a paused clock driven by `advance` may never
-            // reach that millisecond. Otherwise the wait (under a millisecond, within a tick)
+            // reach that millisecond. Otherwise the wait (under a millisecond, Tokio's resolution)
             // batches the work a running clock brings into one pass per millisecond, as
             // Tokio's own timers are fired.
             let due = at <= self.passed_through.load(Relaxed)
