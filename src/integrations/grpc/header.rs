@@ -10,7 +10,10 @@ const MAX_DIGITS: usize = 8;
 /// Parses a `grpc-timeout` value: 1 to 8 ASCII digits, then a unit: `H` (hours), `M` (minutes),
 /// `S` (seconds), `m` (milliseconds), `u` (microseconds) or `n` (nanoseconds). Anything else
 /// (no digit, a ninth digit, a sign, a space, another unit, non-ASCII) is malformed: `None`,
-/// never a panic. gRPC says to ignore a malformed header, and the layers do.
+/// never a panic. The gRPC over HTTP/2 spec defines only the well-formed value, not what a
+/// server does with another: the layers ignore a malformed header (as tonic's server does;
+/// grpc-go's server rejects the call with INTERNAL). tonic also accepts a leading `+`
+/// (`+1S`), which the spec's grammar does not; this parser rejects it.
 ///
 /// # Examples
 ///
