@@ -68,6 +68,11 @@ pin_project! {
     /// costs nothing then, see [`Sleep::reset`](crate::Sleep::reset)): when that deadline
     /// comes, the task that last waited is woken once, to re-file it if it waits again.
     ///
+    /// A [`TimeoutError`] does not end the body for a consumer that polls on (hyper does not):
+    /// a later poll that finds a frame gets it, and the limit counts again from the next wait;
+    /// one that finds none gets the error again. (tower-http's body answers the error to
+    /// every poll after its limit, frame or not.)
+    ///
     /// If the timer shuts down while the body waits, the body fails with [`TimeoutError`]. A
     /// wait after a later frame uses a new timer: with the default timer, the runtime's new
     /// one (an explicit timer that was shut down fails the body at once).
@@ -493,5 +498,39 @@ mod tests {
         );
         assert_eq!(TIMERS_CREATED.with(|n| n.get()) - before, 1);
         feeder.abort();
+    }
+
+    /// A consumer that polls on after the timeout: the error again while no frame comes, a
+    /// frame that comes is delivered, and the limit then counts again from the next wait.
+    #[tokio::test(start_paused = true)]
+    async fn after_a_timeout_a_later_frame_is_delivered_and_the_limit_starts_over() {
+        let (tx, rx) = mpsc::channel(1);
+        let body = TimeoutBody::new(Duration::from_millis(100), Fed(rx));
+        let mut body = tokio_test::task::spawn(body);
+        let poll = |body: &mut tokio_test::task::Spawn<TimeoutBody<Fed>>| {
+            body.enter(|cx, b| b.poll_frame(cx))
+        };
+        assert!(poll(&mut body).is_pending());
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(body.is_woken());
+        let err = poll(&mut body).map(|f| f.unwrap().unwrap_err());
+        assert!(tokio_test::assert_ready!(err).is::<TimeoutError>());
+        // No frame yet: the error again.
+        let err = poll(&mut body).map(|f| f.unwrap().unwrap_err());
+        assert!(tokio_test::assert_ready!(err).is::<TimeoutError>());
+        tx.send("late").await.unwrap();
+        let frame = poll(&mut body).map(|f| f.unwrap().unwrap());
+        assert_eq!(
+            tokio_test::assert_ready!(frame).into_data().unwrap(),
+            b"late"
+        );
+        // The next wait has the whole limit again: pending just before it, failed at it.
+        assert!(poll(&mut body).is_pending());
+        tokio::time::advance(Duration::from_millis(99)).await;
+        assert!(poll(&mut body).is_pending());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(body.is_woken());
+        let err = poll(&mut body).map(|f| f.unwrap().unwrap_err());
+        assert!(tokio_test::assert_ready!(err).is::<TimeoutError>());
     }
 }
