@@ -199,8 +199,13 @@ impl Sleep {
     /// Registers for the deadline with a placeholder waker (replaced on the next poll), unless
     /// it has passed: the state to be in.
     fn register_now(&mut self) -> Result<State, TimerError> {
-        // The clock first: a deadline passed counts as elapsed even on a shut-down timer.
+        // The clock first: a deadline passed counts as elapsed even on a shut-down timer, if
+        // it had passed when the timer shut down (a later one was cut short by the shutdown).
         if self.deadline <= self.shard().now() {
+            let shard = self.shard();
+            if shard.is_shutdown() && !shard.elapsed_before_shutdown(self.deadline) {
+                return Err(TimerError::Shutdown);
+            }
             return Ok(State::Elapsed);
         }
         Ok(

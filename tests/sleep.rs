@@ -724,6 +724,37 @@ async fn a_sleep_that_fired_before_shutdown_is_not_reported_as_shut_down() {
     assert!(!past.is_shutdown());
 }
 
+/// After a shutdown, a `Sleep` reset to a deadline that came after the shutdown (and has
+/// passed since) was cut short by it, as a new sleep for that deadline is: a bounded timer
+/// reported it as elapsed, because its reset took a slot by reading the clock first.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_reset_after_shutdown_is_cut_short_on_bounded_timers_too() {
+    for bounded in [false, true] {
+        let builder = Timer::builder();
+        let timer = if bounded {
+            builder.max_pending(4)
+        } else {
+            builder
+        }
+        .build()
+        .unwrap();
+        let mut done = task::spawn(timer.sleep(Duration::from_millis(1)));
+        assert_pending!(done.poll());
+        step_for(Duration::from_millis(1), SHORT_SETTLE_YIELDS).await;
+        assert_ready!(done.poll());
+        timer.shutdown();
+        let shut = Instant::now();
+        step_for(Duration::from_millis(10), SHORT_SETTLE_YIELDS).await;
+        let after_shutdown = shut + Duration::from_millis(5);
+        let mut new = task::spawn(timer.sleep_until(after_shutdown));
+        assert_ready!(new.poll());
+        assert!(new.is_shutdown(), "bounded {bounded}: a new sleep");
+        done.enter(|_, s| s.reset(after_shutdown));
+        assert_ready!(done.poll());
+        assert!(done.is_shutdown(), "bounded {bounded}: a reset sleep");
+    }
+}
+
 /// A `Timer` built on a paused runtime and used from a plain thread computed deadlines on the
 /// system clock while its driver counted virtual time: after the runtime had been advanced by
 /// an hour, a 2 s sleep completed at once. Deadlines now come from the timer's runtime clock.
