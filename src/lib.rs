@@ -72,8 +72,8 @@
 //!
 //! # Guarantees
 //!
-//! - **Never early.** A timer fires at or after its deadline: deadlines round up to the next
-//!   tick, the current time rounds down.
+//! - **Never early.** A timer fires at or after its deadline: deadlines and the current time
+//!   are compared to the nanosecond (the tick only sorts timers into buckets).
 //! - **On time.** Deadlines are kept to the nanosecond, so in virtual time (paused Tokio time)
 //!   a timer fires at its deadline whatever the wheel's tick (a deadline off Tokio's own 1 ms
 //!   grid, at the grid's next step, which is when Tokio wakes the wheel; see
@@ -82,7 +82,10 @@
 //!   own, inside the worker's park or maintenance, so a saturated runtime delays them no more
 //!   than `tokio::time`'s (see the README's results).
 //! - **Deadline order.** Timers registered from one thread (one shard) that are due at the
-//!   same driver pass are woken in deadline order; a pass wakes shard by shard.
+//!   same driver pass are woken in deadline order; a pass wakes shard by shard. A `Sleep`
+//!   [reset](Sleep::reset) to a later deadline (without a `max_pending` limit) keeps its place
+//!   at the deadline it was filed for until it fires there, so it may be woken ahead of
+//!   timers due before its new deadline.
 //! - **Exactly once.** A delayed task either runs once or is cancelled once
 //!   ([`DelayedTask::cancel`] returns `true` only for the call that stopped it).
 //! - **Bad input gets an answer**: zero and past deadlines complete on the first poll;
