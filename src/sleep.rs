@@ -286,7 +286,10 @@ impl Sleep {
         self.entry.owner == State::Shutdown
     }
 
-    /// Moves the deadline, whether or not the `Sleep` has completed; it then waits again.
+    /// Moves the deadline, whether or not the `Sleep` has completed; it then waits again. On a
+    /// timer that has shut down it does not wait: its next poll completes, as elapsed if the new
+    /// deadline had passed when the timer shut down, else as cut short
+    /// ([`is_shutdown`](Sleep::is_shutdown)), whatever ended it before.
     ///
     /// Moving the deadline later costs no access to the wheel: the timer stays where it is
     /// and, when it fires, is re-filed for the new deadline (one extra wakeup of the task).
@@ -380,11 +383,12 @@ impl Sleep {
                 self.entry.owner = State::Idle { check_clock: true };
                 self.rearm_bounded()
             }
-            State::Elapsed | State::Idle { .. } => {
+            // Cut short by a shutdown: the next poll finds the timer shut down and tells, by
+            // the new deadline, whether it elapsed before the shutdown or was cut short.
+            State::Elapsed | State::Idle { .. } | State::Shutdown => {
                 self.entry.owner = State::Idle { check_clock: true };
                 self.rearm_bounded()
             }
-            State::Shutdown => Ok(()),
         }
     }
 

@@ -1100,3 +1100,48 @@ async fn a_sleep_decades_away_neither_delays_nor_corrupts_later_sleeps() {
     );
     far.abort();
 }
+
+/// A `Sleep` that its timer's shutdown completed does not wait again when reset: whatever
+/// the new deadline, the next poll completes, and it reports `is_shutdown()` unless the new
+/// deadline had passed when the timer shut down (then it elapsed), as a new sleep for that
+/// deadline would.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_cut_short_by_shutdown_completes_at_once_when_reset() {
+    for bounded in [false, true] {
+        let builder = Timer::builder();
+        let timer = if bounded {
+            builder.max_pending(4)
+        } else {
+            builder
+        }
+        .build()
+        .unwrap();
+        let start = Instant::now();
+        let mut cut = task::spawn(timer.sleep(Duration::from_secs(10)));
+        assert_pending!(cut.poll());
+        step_for(Duration::from_millis(20), SHORT_SETTLE_YIELDS).await;
+        timer.shutdown();
+        assert_ready!(cut.poll());
+        assert!(cut.is_shutdown());
+
+        let later = Instant::now() + Duration::from_secs(3600);
+        cut.enter(|_, s| s.reset(later));
+        assert_eq!(cut.deadline(), later);
+        assert_ready!(cut.poll());
+        assert!(
+            cut.is_shutdown(),
+            "bounded {bounded}: reset past the shutdown"
+        );
+
+        let before_shutdown = start + Duration::from_millis(5);
+        cut.enter(|_, s| s.reset(before_shutdown));
+        assert_ready!(cut.poll());
+        let mut new = task::spawn(timer.sleep_until(before_shutdown));
+        assert_ready!(new.poll());
+        assert!(!new.is_shutdown(), "bounded {bounded}: a new sleep elapsed");
+        assert!(
+            !cut.is_shutdown(),
+            "bounded {bounded}: reset to a deadline passed before the shutdown"
+        );
+    }
+}
