@@ -270,10 +270,11 @@ where
     fn wake(self: Arc<Self>) {
         if self.shard.is_shutdown() {
             if self.header.try_resolve() {
-                // Resolve first: the future's destructor is user code and may panic (the
-                // awaiter's waker cannot unwind out of `complete` and skip the drop).
-                self.header.complete(Err(DelayedError::shutdown()));
+                // The future first, then the handle, as at a cancel and as Tokio drops a
+                // task's future before its `JoinHandle` resolves: whoever the handle wakes
+                // finds what the future held released. Both are user code, each contained.
                 drop_contained(self.take_future());
+                self.header.complete(Err(DelayedError::shutdown()));
             }
             return;
         }
@@ -285,8 +286,13 @@ where
         };
         let shard = self.shard.clone();
         let guard = CompleteOnDrop(Some(self as Arc<dyn ErasedCell<F::Output>>));
+        // One capture, the future before the guard (a tuple drops its fields in order): if
+        // the runtime drops the task unpolled, the future goes before the handle resolves, as
+        // for a Tokio task. (Once polled, `fut` lives in the awaited temporary below, declared
+        // after `guard`, so it is dropped first too.)
+        let task = (fut, guard);
         shard.runtime().spawn(async move {
-            let mut guard = guard;
+            let (fut, mut guard) = task;
             // `fut` is consumed inside the caught block, so a panic while dropping it after it
             // completed is caught too (and reported as a panic, not as a shutdown). Passing
             // `fut` itself, as clippy suggests, would drop it outside the catch.
@@ -344,8 +350,12 @@ impl<T: Send> ErasedCell<T> for Finished<T> {
 /// [`Timer`](crate::Timer) equivalents.
 ///
 /// Awaiting it yields the task's output, or a [`DelayedError`] saying whether it was
-/// cancelled, panicked, or never ran because the timer shut down. Dropping the handle does not
-/// cancel the task.
+/// cancelled, panicked, or was stopped by a shutdown (of its timer before it started, or of
+/// its runtime). Dropping the handle does not cancel the task.
+///
+/// As with Tokio's `JoinHandle`, the handle resolves (and [`is_finished`](DelayedTask::is_finished)
+/// turns true) only once the task's future has been dropped, whatever the outcome: whatever it
+/// held (a permit, a lock guard, a connection) is released by then.
 #[must_use = "dropping a DelayedTask does not cancel it; keep it to cancel or await the result"]
 pub struct DelayedTask<T> {
     cell: Arc<dyn ErasedCell<T>>,

@@ -834,3 +834,91 @@ async fn a_reset_into_the_past_counts_lateness_from_the_reset() {
         );
     }
 }
+
+/// A waker that records whether, when woken, the delayed task's future (which sets `dropped`
+/// when dropped) was still alive.
+struct WokenBeforeDropWaker {
+    dropped: Arc<AtomicBool>,
+    woken_before_drop: AtomicBool,
+}
+
+impl std::task::Wake for WokenBeforeDropWaker {
+    fn wake(self: Arc<Self>) {
+        if !self.dropped.load(SeqCst) {
+            self.woken_before_drop.store(true, SeqCst);
+        }
+    }
+}
+
+/// A future pending forever that sets `dropped` when dropped, and a waker that tells whether
+/// it was woken before that.
+fn drop_order_probe() -> (
+    impl Future<Output = ()> + Send + 'static,
+    Arc<AtomicBool>,
+    Arc<WokenBeforeDropWaker>,
+) {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = common::SetOnDrop(dropped.clone());
+    let fut = async move {
+        let _flag = flag;
+        std::future::pending::<()>().await;
+    };
+    let waker = Arc::new(WokenBeforeDropWaker {
+        dropped: dropped.clone(),
+        woken_before_drop: AtomicBool::new(false),
+    });
+    (fut, dropped, waker)
+}
+
+/// As Tokio drops a task's future before its `JoinHandle` resolves: when a timer's shutdown
+/// resolves a waiting task, whoever awaits the handle is woken (and `is_finished` turns true)
+/// only once the future, and whatever it holds (a permit, a connection), is gone.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_drops_the_future_before_the_handle_resolves() {
+    let timer = Timer::builder().build().unwrap();
+    let (fut, dropped, probe) = drop_order_probe();
+    let mut t = timer.spawn_after(Duration::from_secs(3_600), fut);
+    let waker = Waker::from(probe.clone());
+    assert!(Pin::new(&mut t)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    timer.shutdown();
+    assert!(dropped.load(SeqCst));
+    assert!(
+        !probe.woken_before_drop.load(SeqCst),
+        "the handle resolved while the future was still alive"
+    );
+    assert!(t.await.unwrap_err().is_shutdown());
+}
+
+/// The same when the runtime drops a task that started, queued but never polled, or running:
+/// the future goes first, then the handle resolves with the shutdown error.
+#[test]
+fn a_runtime_drop_drops_the_future_before_the_handle_resolves() {
+    for polled in [false, true] {
+        let rt = common::paused_runtime();
+        let (fut, dropped, probe) = drop_order_probe();
+        let mut t = {
+            let _runtime = rt.enter();
+            spawn_after(Duration::ZERO, fut)
+        };
+        if polled {
+            rt.block_on(settle());
+        }
+        let waker = Waker::from(probe.clone());
+        assert!(Pin::new(&mut t)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        drop(rt);
+        assert!(dropped.load(SeqCst));
+        assert!(
+            !probe.woken_before_drop.load(SeqCst),
+            "polled: {polled}: the handle resolved while the future was still alive"
+        );
+        let mut cx = Context::from_waker(Waker::noop());
+        match Pin::new(&mut t).poll(&mut cx) {
+            std::task::Poll::Ready(r) => assert!(r.unwrap_err().is_shutdown()),
+            std::task::Poll::Pending => panic!("unresolved after the runtime dropped"),
+        }
+    }
+}
