@@ -251,7 +251,9 @@ impl fmt::Display for DelayedError {
         match &self.repr {
             Repr::Cancelled => f.write_str("delayed task was cancelled"),
             Repr::Panic(_) => f.write_str("delayed task panicked"),
-            Repr::Shutdown => f.write_str("timer shut down before the delayed task could run"),
+            Repr::Shutdown => f.write_str(
+                "delayed task stopped: its timer or runtime shut down before it finished",
+            ),
         }
     }
 }
