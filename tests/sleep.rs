@@ -730,14 +730,7 @@ async fn a_sleep_that_fired_before_shutdown_is_not_reported_as_shut_down() {
 #[tokio::test(start_paused = true)]
 async fn a_sleep_reset_after_shutdown_is_cut_short_on_bounded_timers_too() {
     for bounded in [false, true] {
-        let builder = Timer::builder();
-        let timer = if bounded {
-            builder.max_pending(4)
-        } else {
-            builder
-        }
-        .build()
-        .unwrap();
+        let timer = bounded_or_not(bounded);
         let mut done = task::spawn(timer.sleep(Duration::from_millis(1)));
         assert_pending!(done.poll());
         step_for(Duration::from_millis(1), SHORT_SETTLE_YIELDS).await;
@@ -1108,14 +1101,7 @@ async fn a_sleep_decades_away_neither_delays_nor_corrupts_later_sleeps() {
 #[tokio::test(start_paused = true)]
 async fn a_sleep_cut_short_by_shutdown_completes_at_once_when_reset() {
     for bounded in [false, true] {
-        let builder = Timer::builder();
-        let timer = if bounded {
-            builder.max_pending(4)
-        } else {
-            builder
-        }
-        .build()
-        .unwrap();
+        let timer = bounded_or_not(bounded);
         let start = Instant::now();
         let mut cut = task::spawn(timer.sleep(Duration::from_secs(10)));
         assert_pending!(cut.poll());
@@ -1144,4 +1130,15 @@ async fn a_sleep_cut_short_by_shutdown_completes_at_once_when_reset() {
             "bounded {bounded}: reset to a deadline passed before the shutdown"
         );
     }
+}
+
+/// A timer built with `max_pending` (a small limit) if `bounded`, else without a limit.
+fn bounded_or_not(bounded: bool) -> Timer {
+    let builder = Timer::builder();
+    let builder = if bounded {
+        builder.max_pending(4)
+    } else {
+        builder
+    };
+    builder.build().unwrap()
 }
