@@ -54,9 +54,24 @@ async fn in_flight(key: &str) {
 }
 
 /// `/` answers at once, `/slow/N` after N ms, `/endless` with a body that never ends,
-/// `/panic` panics; a `?mark=K` query is recorded (see [`in_flight`]).
+/// `/panic` panics, `/tunnel` (CONNECT) opens an echo tunnel; a `?mark=K` query is recorded (see [`in_flight`]).
 async fn app(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_owned();
+    if path == "/tunnel" {
+        // A CONNECT tunnel that echoes what it gets.
+        tokio::spawn(async move {
+            if let Ok(up) = hyper::upgrade::on(req).await {
+                let mut io = TokioIo::new(up);
+                let mut buf = [0; 64];
+                while let Ok(n) = io.read(&mut buf).await {
+                    if n == 0 || io.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        return Ok(Response::new(http_body_util::Either::Left(Full::from(""))));
+    }
     if path == "/panic" {
         panic!("the handler panics (on purpose)");
     }
@@ -1031,5 +1046,39 @@ async fn a_connection_of_a_shut_down_explicit_timer_is_closed() {
     let took = until_closed(&mut tcp).await;
     assert!(took < Duration::from_secs(2), "{took:?}");
     closed(&metrics, CloseReason::Error).await;
+    task.abort();
+}
+
+/// As with `axum::serve`, HTTP/2's extended CONNECT (RFC 8441, WebSockets over HTTP/2) is
+/// enabled: a CONNECT with a `:protocol` reaches the service, and its tunnel, busy, is not
+/// taken for an idle connection by the keep-alive limit.
+#[tokio::test]
+async fn http2_extended_connect_tunnel_outlives_the_keep_alive_limit() {
+    let s = server().await.keep_alive_timeout(ms(150));
+    let (addr, metrics, task) = start(s);
+    let (mut send, res, _conn) = h2_get(addr, "http://x/").await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut req = Request::connect("http://x/tunnel")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    req.extensions_mut()
+        .insert(hyper::ext::Protocol::from_static("websocket"));
+    let res = send
+        .send_request(req)
+        .await
+        .expect("extended CONNECT refused");
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut io = TokioIo::new(hyper::upgrade::on(res).await.unwrap());
+    for _ in 0..8 {
+        io.write_all(b"ping").await.unwrap();
+        let mut buf = [0; 4];
+        tokio::time::timeout(Duration::from_secs(5), io.read_exact(&mut buf))
+            .await
+            .expect("no echo")
+            .unwrap_or_else(|e| panic!("tunnel cut: {e}; {metrics:?}"));
+        assert_eq!(&buf, b"ping");
+        tokio::time::sleep(ms(75)).await;
+    }
+    assert_eq!(metrics.active(), 1, "{metrics:?}");
     task.abort();
 }

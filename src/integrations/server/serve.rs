@@ -32,7 +32,9 @@ type Signal = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// `service` is any `tower::Service` of `http::Request<hyper::body::Incoming>` that is
 /// `Clone + Send + 'static` with an `http_body::Body` response; an `axum::Router` qualifies as
 /// is. Set limits with [`Serve`]'s builder methods, then `.await` it (or spawn it: it is
-/// `Send + 'static`). No limit is on by default: set those your service needs.
+/// `Send + 'static`). No limit is on by default: set those your service needs. As with
+/// `axum::serve`, upgrades (HTTP/1) and HTTP/2's extended CONNECT (RFC 8441, WebSockets over
+/// HTTP/2) are on.
 ///
 /// # Examples
 ///
@@ -153,7 +155,10 @@ impl<S> Serve<S> {
     /// connection is closed at 60 s, a partial request head at 10 s. A request is in flight
     /// from its head's arrival (also while it waits for the service to be ready) until its
     /// response's last byte is written: a client that stops reading a response is bounded by
-    /// [`idle_timeout`](Serve::idle_timeout), not by this.
+    /// [`idle_timeout`](Serve::idle_timeout), not by this. A CONNECT answered with success
+    /// opens a tunnel (on HTTP/2 a stream that goes on after its response, such as a
+    /// WebSocket over extended CONNECT) whose end the server cannot see: it stays in flight
+    /// for the rest of its connection's life, which the idle limit then bounds.
     ///
     /// It still runs while the connection drains (graceful shutdown, maximum age, or its own
     /// HTTP/2 GOAWAY), counted from the drain's start at the earliest: a draining connection
@@ -461,10 +466,12 @@ impl<S> Serve<S> {
         let now = Instant::now();
         let http2_keep_alive_interval = http2_keep_alive_interval
             .filter(|&i| now.checked_add(i).is_some_and(|at| at < far_future(now)));
+        // Extended CONNECT (RFC 8441: WebSockets over HTTP/2), on as in `axum::serve`.
         builder
             .http2()
             .timer(hyper_timer)
-            .keep_alive_interval(http2_keep_alive_interval);
+            .keep_alive_interval(http2_keep_alive_interval)
+            .enable_connect_protocol();
         let ctx = Arc::new(ConnCtx {
             builder,
             limits,

@@ -27,31 +27,42 @@ impl<S> Tracked<S> {
     }
 }
 
-/// One request in flight; its drop ends it.
-struct InFlight(Arc<Shared>);
+/// One request in flight; its drop ends it, unless it was [kept](InFlight::keep).
+struct InFlight(Option<Arc<Shared>>);
 
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.request_ended();
+impl InFlight {
+    /// Leaves the request in flight for the rest of the connection's life: a tunnel (a
+    /// CONNECT answered with success) goes on past its response, and its end cannot be seen.
+    fn keep(mut self) {
+        self.0 = None;
     }
 }
 
-impl<S, R, B> hyper::service::Service<R> for Tracked<S>
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.0 {
+            shared.request_ended();
+        }
+    }
+}
+
+impl<S, ReqB, B> hyper::service::Service<http::Request<ReqB>> for Tracked<S>
 where
-    S: tower::Service<R, Response = http::Response<B>> + Clone,
+    S: tower::Service<http::Request<ReqB>, Response = http::Response<B>> + Clone,
 {
     type Response = http::Response<TrackedBody<B>>;
     type Error = S::Error;
-    type Future = TrackedFuture<S, R, S::Future>;
+    type Future = TrackedFuture<S, http::Request<ReqB>, S::Future>;
 
-    fn call(&self, request: R) -> Self::Future {
+    fn call(&self, request: http::Request<ReqB>) -> Self::Future {
         self.shared.request_started();
         TrackedFuture {
+            connect: request.method() == http::Method::CONNECT,
             call: Call::NotReady {
                 service: self.inner.clone(),
                 request: Some(request),
             },
-            guard: Some(InFlight(self.shared.clone())),
+            guard: Some(InFlight(Some(self.shared.clone()))),
         }
     }
 }
@@ -72,6 +83,9 @@ pin_project! {
         #[pin]
         call: Call<S, R, F>,
         guard: Option<InFlight>,
+        // A CONNECT: answered with success, it opens a tunnel (HTTP/2: a stream that goes on
+        // after the response), in flight for the rest of the connection.
+        connect: bool,
     }
 }
 
@@ -95,7 +109,12 @@ where
                 }
                 CallProj::Called { future } => {
                     let response = ready!(future.poll(cx))?;
-                    let guard = me.guard.take();
+                    let mut guard = me.guard.take();
+                    if *me.connect && response.status().is_success() {
+                        if let Some(g) = guard.take() {
+                            g.keep();
+                        }
+                    }
                     return Poll::Ready(Ok(response.map(|inner| TrackedBody {
                         inner,
                         _guard: guard,
