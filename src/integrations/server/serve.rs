@@ -129,7 +129,13 @@ impl<S> Serve<S> {
     /// The limit starts on bytes read with no request in flight. A head pipelined behind a
     /// request (sent before that request's response) is read with it and sits in hyper's
     /// buffer when it ends, where it cannot be told from an idle wait: the keep-alive limit
-    /// (or the idle limit) bounds it, so set one of them with this one.
+    /// (or the idle limit) bounds it, so set one of them with this one. The same goes the other
+    /// way for a request body still arriving after its response has ended (a handler that
+    /// answers at once and reads its body later, from another task): its bytes cannot be told
+    /// from a next head either, so they start this limit, which may then close the
+    /// connection (as [`HeaderRead`](super::CloseReason::HeaderRead)) during that upload, or
+    /// in the keep-alive wait after it. Read a request's body before its response ends where
+    /// the body may outlast this limit.
     ///
     /// It still runs while the connection drains (graceful shutdown, maximum age): hyper
     /// waits for a connection's first request head begun before the drain, and this limit is
