@@ -31,7 +31,11 @@ type Signal = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 ///
 /// `service` is any `tower::Service` of `http::Request<hyper::body::Incoming>` that is
 /// `Clone + Send + 'static` with an `http_body::Body` response; an `axum::Router` qualifies as
-/// is. Set limits with [`Serve`]'s builder methods, then `.await` it (or spawn it: it is
+/// is. Unlike `axum::serve` it takes no make-service: `into_make_service_with_connect_info`
+/// does not fit, and a handler that extracts `ConnectInfo` gets axum's rejection (500, a
+/// missing request extension), as the peer's address is not handed to the service.
+///
+/// Set limits with [`Serve`]'s builder methods, then `.await` it (or spawn it: it is
 /// `Send + 'static`). No limit is on by default: set those your service needs. As with
 /// `axum::serve`, upgrades (HTTP/1) and HTTP/2's extended CONNECT (RFC 8441, WebSockets over
 /// HTTP/2) are on.
