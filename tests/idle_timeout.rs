@@ -366,3 +366,57 @@ async fn a_wait_on_a_full_timer_fails_with_the_timers_error() {
     assert_pending!(read.poll());
     assert_eq!(timer.pending(), 1);
 }
+
+/// A read that waited and was given up (a `select!` that took another branch), then the
+/// runtime's default timer shut down while nothing waited: the next read waits out the rest
+/// of its limit on the new default timer, as any wait after the shutdown does, instead of
+/// failing at once on the old timer's stale timer.
+#[tokio::test(start_paused = true)]
+async fn a_read_given_up_before_the_default_timer_shut_down_still_waits_its_limit() {
+    let (mut conn, _peer) = pair(ms(1000));
+    let mut read = task::spawn(conn.read_u8());
+    assert_pending!(read.poll());
+    drop(read); // given up, no activity
+    step(ms(400)).await;
+
+    Timer::current().shutdown();
+    let mut read = task::spawn(conn.read_u8());
+    assert_pending!(read.poll(), "idle 400 ms of 1000: not timed out");
+    step(ms(599)).await;
+    assert_pending!(read.poll());
+    step(ms(1)).await;
+    assert_timed_out(assert_ready!(read.poll()));
+}
+
+/// A read waiting when its timer shuts down is woken: on an explicit timer it fails as timed
+/// out; on the runtime's default timer it waits out its limit on the new default timer.
+#[tokio::test(start_paused = true)]
+async fn a_read_waiting_when_its_timer_shuts_down_is_woken() {
+    let timer = Timer::builder().build().unwrap();
+    let (ours, _peer) = duplex(64);
+    let mut conn = IdleTimeout::builder()
+        .idle(ms(1000))
+        .timer(timer.clone())
+        .build(ours);
+    let mut read = task::spawn(conn.read_u8());
+    assert_pending!(read.poll());
+    step(ms(400)).await;
+    timer.shutdown();
+    assert!(read.is_woken());
+    assert_timed_out(assert_ready!(read.poll()));
+    drop(read);
+    assert!(conn.is_timed_out());
+
+    let (mut conn, _peer) = pair(ms(1000));
+    let mut read = task::spawn(conn.read_u8());
+    assert_pending!(read.poll());
+    step(ms(400)).await;
+    Timer::current().shutdown();
+    assert!(read.is_woken());
+    assert_pending!(read.poll(), "idle 400 ms of 1000");
+    step(ms(599)).await;
+    assert_pending!(read.poll());
+    step(ms(1)).await;
+    assert!(read.is_woken());
+    assert_timed_out(assert_ready!(read.poll()));
+}

@@ -45,9 +45,10 @@ pin_project! {
     /// an idle connection holds one timer per direction that waits, and one busy without
     /// waiting none.
     ///
-    /// If the timer shuts down while a read or write waits, that read or write fails as timed
-    /// out. Later reads and writes that wait use a new timer: with the default timer, the
-    /// runtime's new one (an explicit timer that was shut down fails them at once).
+    /// A shutdown of the timer does not cut the limits short. With the default timer, a read
+    /// or write waiting then is woken and waits out the rest of its limit on the runtime's new
+    /// default timer, as do later reads and writes that wait. An explicit timer that was shut
+    /// down fails every read or write that waits as timed out, the one waiting then included.
     ///
     /// # With hyper
     ///
@@ -326,19 +327,21 @@ fn wait_idle(
         Some(sleep) => sleep,
         None => slot.insert(timer.try_sleep_until(deadline)?),
     };
-    if sleep.deadline() != deadline {
-        let placed = if sleep.shard().is_shutdown() {
-            // Its timer shut down since: a new sleep, as for the first wait (on the runtime's
-            // new default timer), rather than one that completes at once.
-            timer.try_sleep_until(deadline).map(|new| *sleep = new)
-        } else {
-            // Activity since the last wait: a later deadline, one comparison in the wheel.
-            Pin::new(&mut *sleep).try_reset(deadline)
-        };
-        if let Err(e) = placed {
-            *slot = None; // without a slot: the next wait takes a new one
-            return Poll::Ready(Err(e));
-        }
+    // Its timer shut down since it was filed (whether or not a wait was pending then, or
+    // activity came since): a new sleep, as for the first wait (on the runtime's new default
+    // timer), rather than one that completes at once, cutting the limit short. On an explicit
+    // timer that was shut down, the new one completes at once too.
+    let placed = if sleep.shard().is_shutdown() {
+        Some(timer.try_sleep_until(deadline).map(|new| *sleep = new))
+    } else if sleep.deadline() != deadline {
+        // Activity since the last wait: a later deadline, one comparison in the wheel.
+        Some(Pin::new(&mut *sleep).try_reset(deadline))
+    } else {
+        None
+    };
+    if let Some(Err(e)) = placed {
+        *slot = None; // without a slot: the next wait takes a new one
+        return Poll::Ready(Err(e));
     }
     Pin::new(sleep).poll(cx).map(Ok)
 }
