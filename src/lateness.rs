@@ -26,9 +26,13 @@ const BUCKETS: usize = 32;
 /// What counts: every firing of a wheel entry (a sleep, timeout, delayed task, an interval's
 /// tick, a delay queue's registration). A `Sleep` reset to a later deadline is re-filed when
 /// its first entry fires, and that firing counts too (it was on time for the old deadline).
-/// A deadline already passed when it was set is due at once, and counts from when it was
-/// set: a delayed task [reset](crate::DelayedTask::reset) to an instant in the past counts
-/// as late from the reset, not from that instant.
+/// A sleep, timeout or delayed task whose deadline has passed when it is first polled (a
+/// delayed task: created) completes without entering the wheel, and is not counted. A
+/// delayed task [reset](crate::DelayedTask::reset) to an instant in the past is due at once
+/// and counts as late from the reset, not from that instant. Not so an
+/// [`Interval`](crate::Interval)'s tick filed only after its instant (the loop body took
+/// longer than a period): the poll that files it reads no clock, so it counts as late from
+/// the tick's instant, and a slow consumer shows as lateness.
 ///
 /// # Examples
 ///

@@ -390,3 +390,35 @@ fn hour_sleep_registered_on_another_thread(
     );
     (rt, timer, task, sleep)
 }
+
+/// What `TimerMetrics::lateness` counts, at its edges: a sleep, timeout or delayed task due
+/// when first polled or created completes without entering the wheel and is not counted; an
+/// interval's tick filed only after its instant (the loop body took longer than a period)
+/// counts from that instant, as the poll that files it reads no clock.
+#[tokio::test(start_paused = true)]
+async fn lateness_skips_what_never_entered_the_wheel_and_counts_an_overdue_tick_from_its_instant() {
+    let timer = Timer::builder().build().unwrap();
+    let before = timer.metrics().lateness;
+    timer.sleep(Duration::ZERO).await;
+    timer.sleep_until(Instant::now() - ms(5)).await;
+    let _ = timer
+        .timeout(Duration::ZERO, std::future::pending::<()>())
+        .await;
+    timer.spawn_after(Duration::ZERO, async {}).await.unwrap();
+    timer
+        .spawn_at(Instant::now() - ms(5), async {})
+        .await
+        .unwrap();
+    assert_eq!(timer.metrics().lateness.since(&before).count(), 0);
+
+    let mut ticks = timer.interval(ms(10));
+    ticks.tick().await; // 0 ms
+    ticks.tick().await; // 10 ms, on time
+    let before = timer.metrics().lateness;
+    tokio::time::advance(ms(100)).await; // the loop body takes 100 ms
+    ticks.tick().await; // the tick due at 20 ms, filed at 110 ms
+    let window = timer.metrics().lateness.since(&before);
+    assert_eq!(window.count(), 1);
+    assert_eq!(window.later_than(ms(64)), 1, "{window:?}");
+    assert_eq!(timer.metrics().lateness.max(), ms(90));
+}
