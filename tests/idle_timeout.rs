@@ -420,3 +420,63 @@ async fn a_read_waiting_when_its_timer_shuts_down_is_woken() {
     assert!(read.is_woken());
     assert_timed_out(assert_ready!(read.poll()));
 }
+
+/// A stream that accepts writes but whose flush and shutdown never complete: a TLS stream
+/// or a buffered writer whose peer has stopped reading.
+#[derive(Debug)]
+struct StuckFlush;
+
+impl tokio::io::AsyncRead for StuckFlush {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        _buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Pending
+    }
+}
+
+impl tokio::io::AsyncWrite for StuckFlush {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Pending
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Pending // flushes first, as a TLS stream or a `BufWriter` does
+    }
+}
+
+/// A shutdown that waits on a peer that reads nothing times out like a flush, rather than
+/// holding the connection open forever.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_waiting_on_a_peer_that_reads_nothing_times_out() {
+    let mut conn = IdleTimeout::new(StuckFlush, ms(1000));
+    conn.write_all(b"bye").await.unwrap();
+    let mut shutdown = task::spawn(conn.shutdown());
+    assert_pending!(shutdown.poll());
+    step(ms(999)).await;
+    assert_pending!(shutdown.poll(), "cut off 1 ms early");
+    step(ms(1)).await;
+    assert!(shutdown.is_woken());
+    let err = assert_ready_err!(shutdown.poll());
+    assert!(IdleTimeout::is_idle_error(&err), "{err:?}");
+    drop(shutdown);
+    assert!(conn.is_timed_out());
+    // Past the limit, a shutdown is still forwarded, and fails at once if it would wait.
+    let mut again = task::spawn(conn.shutdown());
+    assert_timed_out(assert_ready!(again.poll()));
+}

@@ -35,7 +35,9 @@ pin_project! {
     /// timed out: the next read or write, and every one after it, fails with
     /// [`io::ErrorKind::TimedOut`], and a read or write pending at the deadline is woken to
     /// fail. Shutting the writer down (`poll_shutdown`) still works, so the connection can be
-    /// closed cleanly. Reads and writes are judged when they complete: a write is refused
+    /// closed cleanly; a flush or shutdown that waits (the peer reads nothing) is timed as a
+    /// write, so it fails at the deadline, or at once if it waits after it, instead of
+    /// holding the connection open forever. Reads and writes are judged when they complete: a write is refused
     /// before it sends anything; a read that completes past the deadline (the data arrived
     /// while nobody was reading) fails and its data is dropped.
     ///
@@ -67,7 +69,7 @@ pin_project! {
     ///
     /// # Panics
     ///
-    /// Polling a read or write that would wait, outside a Tokio runtime or on one without a
+    /// Polling a read, write, flush or shutdown that would wait, outside a Tokio runtime or on one without a
     /// time driver (the default timer is that of the runtime it is polled on).
     ///
     /// # Examples
@@ -461,9 +463,14 @@ impl<IO: AsyncWrite> AsyncWrite for IdleTimeout<IO> {
         }
     }
 
-    /// Always forwarded, timed out or not, so the connection can be closed cleanly.
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().io.poll_shutdown(cx)
+    /// Always forwarded, timed out or not, so the connection can be closed cleanly; but a
+    /// shutdown that waits (a TLS stream or a buffered writer flushing to a peer that reads
+    /// nothing) times out like a flush, as soon as it waits once the limit has passed.
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.as_mut().project().io.poll_shutdown(cx) {
+            Poll::Pending => self.finish(cx, false, None, Poll::Pending),
+            done => done,
+        }
     }
 }
 
