@@ -422,3 +422,30 @@ async fn lateness_skips_what_never_entered_the_wheel_and_counts_an_overdue_tick_
     assert_eq!(window.later_than(ms(64)), 1, "{window:?}");
     assert_eq!(timer.metrics().lateness.max(), ms(90));
 }
+
+/// `Timer::pending` counts every entry in the wheel: a `try_sleep` from its creation (it
+/// takes its slot then), an interval's one entry from its first wait until it is dropped
+/// (also between ticks), and a delay queue's one registration.
+#[tokio::test(start_paused = true)]
+async fn pending_counts_try_sleeps_intervals_and_delay_queues() {
+    let timer = Timer::builder().build().unwrap();
+    let unpolled = timer.try_sleep(Duration::from_secs(60)).unwrap();
+    assert_eq!(timer.pending(), 1, "a try_sleep holds its slot unpolled");
+    drop(unpolled);
+    assert_eq!(timer.pending(), 0);
+
+    let mut ticks = timer.interval(ms(10));
+    ticks.tick().await;
+    ticks.tick().await;
+    assert_eq!(timer.pending(), 1, "the interval's entry, between ticks");
+    drop(ticks);
+    assert_eq!(timer.pending(), 0);
+
+    let mut queue = timer.delay_queue();
+    for i in 0..10u64 {
+        queue.insert(i, ms(10 + i));
+    }
+    let mut next = task::spawn(futures::StreamExt::next(&mut queue));
+    assert_pending!(next.poll());
+    assert_eq!(timer.pending(), 1, "ten items, one registration");
+}

@@ -25,7 +25,7 @@ pub struct TimerMetrics {
     /// Timers currently in the wheel.
     pub pending: usize,
     /// Firing passes over the shards: one each time the timer's alarm (its Tokio sleep)
-    /// fired.
+    /// fired, or work filed for a time already passed was handed out at once.
     pub passes: u64,
     /// Entries moved down a level when their bucket expired.
     pub cascades: u64,

@@ -129,8 +129,11 @@ impl Timer {
         self.shards[0].now()
     }
 
-    /// Number of timers currently registered in the wheel (sleeps and timeouts that have been
-    /// polled and not yet fired or dropped, and delayed tasks not yet started or cancelled).
+    /// Number of timers currently registered in the wheel: sleeps and timeouts that have been
+    /// polled (or made by a `try_*` method, which takes the slot at once) and not yet fired
+    /// or dropped, delayed tasks not yet started or cancelled, one for each
+    /// [`Interval`](crate::Interval) from its first wait until it is dropped (between ticks
+    /// too), and one for each [`DelayQueue`](crate::DelayQueue) waiting, whatever it holds.
     ///
     /// A count at one instant, even while other threads register and cancel: it never exceeds
     /// [`max_pending`](crate::Builder::max_pending). (Takes every shard's lock at once, briefly.)
