@@ -112,7 +112,9 @@ impl Lateness {
 
     /// How many entries fired at least `threshold` late, to bucket precision: `threshold` is
     /// rounded up to a bucket boundary (a power of two microseconds), so this counts the
-    /// entries at least that late (10 ms counts those 16.384 ms late or more).
+    /// entries at least that late (10 ms counts those 16.384 ms late or more). Past 2^30 µs
+    /// (about 18 minutes) there is no boundary left: a larger threshold counts nothing, however
+    /// late the entries were (see [`max`](Lateness::max)).
     pub fn later_than(&self, threshold: Duration) -> u64 {
         let first = (0..BUCKETS)
             .find(|&i| lower_bound(i) >= threshold)
@@ -319,6 +321,14 @@ mod tests {
         assert_eq!(l.later_than(Duration::from_millis(2)), 2);
         assert_eq!(l.later_than(Duration::from_millis(10)), 1);
         assert_eq!(l.later_than(Duration::from_secs(3600)), 0);
+        let hours = lateness(&[7_200_000_000_000]); // two hours late
+        assert_eq!(hours.later_than(Duration::from_secs(60)), 1);
+        assert_eq!(
+            hours.later_than(Duration::from_secs(3600)),
+            0,
+            "no boundary left"
+        );
+        assert_eq!(hours.max(), Duration::from_secs(7200));
         assert_eq!(Lateness::default().p99(), Duration::ZERO);
     }
 
