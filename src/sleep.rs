@@ -372,7 +372,13 @@ impl Sleep {
                 if deadline <= self.shard().now() {
                     // Wakes the task that polled last, as Tokio's does: it may not be this one.
                     self.entry.fire_now();
-                    self.entry.owner = State::Elapsed;
+                    // After a shutdown the next poll tells, by the new deadline, whether it
+                    // elapsed before the shutdown or was cut short (as after any other reset).
+                    self.entry.owner = if self.shard().is_shutdown() {
+                        State::Idle { check_clock: true }
+                    } else {
+                        State::Elapsed
+                    };
                     return Ok(());
                 }
                 if self.entry.reschedule(deadline) {

@@ -1142,3 +1142,26 @@ fn bounded_or_not(bounded: bool) -> Timer {
     };
     builder.build().unwrap()
 }
+
+/// A `Sleep` still registered when its timer shut down (not polled since), then reset to a
+/// deadline that came after the shutdown and has passed by the reset, was cut short by the
+/// shutdown, as a new sleep for that deadline is: the reset completed it as elapsed.
+#[tokio::test(start_paused = true)]
+async fn a_registered_sleep_reset_after_shutdown_to_a_passed_deadline_is_cut_short() {
+    for bounded in [false, true] {
+        let timer = bounded_or_not(bounded);
+        let mut sleep = task::spawn(timer.sleep(Duration::from_secs(10)));
+        assert_pending!(sleep.poll());
+        step_for(Duration::from_millis(20), SHORT_SETTLE_YIELDS).await;
+        timer.shutdown();
+        let shut = Instant::now();
+        step_for(Duration::from_millis(10), SHORT_SETTLE_YIELDS).await;
+        let after_shutdown = shut + Duration::from_millis(5);
+        let mut new = task::spawn(timer.sleep_until(after_shutdown));
+        assert_ready!(new.poll());
+        assert!(new.is_shutdown(), "bounded {bounded}: a new sleep");
+        sleep.enter(|_, s| s.reset(after_shutdown));
+        assert_ready!(sleep.poll());
+        assert!(sleep.is_shutdown(), "bounded {bounded}: a reset sleep");
+    }
+}
