@@ -1082,3 +1082,49 @@ async fn http2_extended_connect_tunnel_outlives_the_keep_alive_limit() {
     assert_eq!(metrics.active(), 1, "{metrics:?}");
     task.abort();
 }
+
+/// A connection whose HTTP/2 tunnel has ended stays in flight, and the server's HTTP/2
+/// keep-alive pings (which its client answers) are reads and writes: neither the keep-alive
+/// nor the idle limit closes it. Its maximum age still does, with the shutdown timeout.
+#[tokio::test]
+async fn http2_connection_after_a_tunnel_is_closed_at_its_maximum_age_despite_pings() {
+    let s = server()
+        .await
+        .keep_alive_timeout(ms(150))
+        .idle_timeout(ms(300))
+        .http2_keep_alive_interval(ms(100))
+        .max_connection_age(ms(1_000))
+        .shutdown_timeout(ms(300));
+    let (addr, metrics, task) = start(s);
+    let start = Instant::now();
+    let (mut send, res, _conn) = h2_get(addr, "http://x/").await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut req = Request::connect("http://x/tunnel")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    req.extensions_mut()
+        .insert(hyper::ext::Protocol::from_static("websocket"));
+    let res = send.send_request(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut io = TokioIo::new(hyper::upgrade::on(res).await.unwrap());
+    io.write_all(b"ping").await.unwrap();
+    let mut buf = [0; 4];
+    io.read_exact(&mut buf).await.unwrap();
+    drop(io); // the tunnel ends
+    let until = Instant::now() + Duration::from_secs(10);
+    while metrics.active() != 0 {
+        assert!(Instant::now() < until, "never closed: {metrics:?}");
+        tokio::time::sleep(ms(20)).await;
+    }
+    assert!(
+        start.elapsed() >= ms(1_000),
+        "closed at {:?}: {metrics:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        metrics.closed(CloseReason::KeepAlive) + metrics.closed(CloseReason::Idle),
+        0,
+        "{metrics:?}"
+    );
+    task.abort();
+}

@@ -168,7 +168,12 @@ impl<S> Serve<S> {
     /// [`idle_timeout`](Serve::idle_timeout), not by this. A CONNECT answered with success
     /// opens a tunnel (on HTTP/2 a stream that goes on after its response, such as a
     /// WebSocket over extended CONNECT) whose end the server cannot see: it stays in flight
-    /// for the rest of its connection's life, which the idle limit then bounds.
+    /// for the rest of its connection's life, which this limit then never closes, nor ends
+    /// the drain of. The idle limit bounds such a connection only while nothing is exchanged:
+    /// HTTP/2 keep-alive pings ([`http2_keep_alive_interval`](Serve::http2_keep_alive_interval))
+    /// that the client answers are reads and writes. Set
+    /// [`max_connection_age`](Serve::max_connection_age) and
+    /// [`shutdown_timeout`](Serve::shutdown_timeout) to bound it then.
     ///
     /// It still runs while the connection drains (graceful shutdown, maximum age, or its own
     /// HTTP/2 GOAWAY), counted from the drain's start at the earliest: a draining connection
