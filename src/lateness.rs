@@ -27,7 +27,11 @@ const BUCKETS: usize = 32;
 /// tick, a delay queue's registration). A `Sleep` reset to a later deadline is re-filed when
 /// its first entry fires, and that firing counts too (it was on time for the old deadline).
 /// A sleep, timeout or delayed task whose deadline has passed when it is first polled (a
-/// delayed task: created) completes without entering the wheel, and is not counted. A
+/// delayed task: created) completes without entering the wheel, and is not counted, if its
+/// deadline was given as an instant (`sleep_until`, `timeout_at`, `spawn_at`) or its
+/// duration is zero. One made with a non-zero duration reads no clock on its first poll: if
+/// that poll comes after its deadline, it is filed, fires on the timer's next pass and
+/// counts as late from its deadline (unless the wheel's time has already passed it). A
 /// delayed task [reset](crate::DelayedTask::reset) to an instant in the past is due at once
 /// and counts as late from the reset, not from that instant. Not so an
 /// [`Interval`](crate::Interval)'s tick filed only after its instant (the loop body took

@@ -449,3 +449,18 @@ async fn pending_counts_try_sleeps_intervals_and_delay_queues() {
     assert_pending!(next.poll());
     assert_eq!(timer.pending(), 1, "ten items, one registration");
 }
+
+/// A sleep made with a duration reads no clock on its first poll: first polled only after
+/// its deadline, it enters the wheel, fires on the next pass and counts as late from its
+/// deadline (unlike a sleep made with a deadline already passed, which is not counted).
+#[tokio::test(start_paused = true)]
+async fn lateness_counts_a_duration_sleep_first_polled_after_its_deadline() {
+    let timer = Timer::builder().build().unwrap();
+    let before = timer.metrics().lateness;
+    let sleep = timer.sleep(ms(10));
+    tokio::time::advance(ms(100)).await;
+    sleep.await;
+    let window = timer.metrics().lateness.since(&before);
+    assert_eq!(window.count(), 1, "{window:?}");
+    assert_eq!(timer.metrics().lateness.max(), ms(90));
+}
