@@ -1128,3 +1128,127 @@ async fn http2_connection_after_a_tunnel_is_closed_at_its_maximum_age_despite_pi
     );
     task.abort();
 }
+
+/// Sends `first` (the start of a request: too short for hyper-util to tell HTTP/1 from HTTP/2),
+/// starts the graceful shutdown, then sends `rest`: the drain waits for the first request, as
+/// it does for a partial head, and answers it.
+async fn graceful_shutdown_waits_for_the_first_bytes(first: &[u8], rest: &[u8]) -> String {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let s = server()
+        .await
+        .header_read_timeout(Duration::from_secs(5))
+        .with_graceful_shutdown(async move {
+            let _ = stopped.await;
+        });
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(first).await.unwrap();
+    accepted(&metrics).await;
+    // The connection has read its first bytes.
+    tokio::time::sleep(ms(100)).await;
+    stop.send(()).unwrap();
+    tokio::time::sleep(ms(100)).await;
+    let _ = tcp.write_all(rest).await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut out)).await;
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the server did not resolve")
+        .unwrap()
+        .unwrap();
+    assert_eq!(metrics.closed(CloseReason::Error), 0, "{metrics:?}");
+    assert_eq!(metrics.closed(CloseReason::Shutdown), 1, "{metrics:?}");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A request line's first byte, `P` (`POST`, `PUT`), is also the HTTP/2 preface's: the drain
+/// still waits for the rest of the first request.
+#[tokio::test]
+async fn graceful_shutdown_waits_for_a_first_request_begun_with_p() {
+    let res = graceful_shutdown_waits_for_the_first_bytes(
+        b"P",
+        b"UT / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n",
+    )
+    .await;
+    assert!(res.starts_with("HTTP/1.1 200"), "{res:?}");
+}
+
+/// Likewise for a request line begun with something else, which tells HTTP/1 at once.
+#[tokio::test]
+async fn graceful_shutdown_waits_for_a_first_request_line_begun() {
+    let res =
+        graceful_shutdown_waits_for_the_first_bytes(b"GET / HT", b"TP/1.1\r\nhost: x\r\n\r\n")
+            .await;
+    assert!(res.starts_with("HTTP/1.1 200"), "{res:?}");
+}
+
+/// And for part of the HTTP/2 preface: once it is whole, the connection gets its GOAWAY.
+#[tokio::test]
+async fn graceful_shutdown_waits_for_a_partial_http2_preface() {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let s = server().await.with_graceful_shutdown(async move {
+        let _ = stopped.await;
+    });
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n")
+        .await
+        .unwrap();
+    accepted(&metrics).await;
+    tokio::time::sleep(ms(100)).await;
+    stop.send(()).unwrap();
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(metrics.active(), 1, "closed at once: {metrics:?}");
+    let _ = tcp.write_all(b"\r\n").await;
+    // The server's frames (9-byte headers), up to its GOAWAY (type 7).
+    let mut out = Vec::new();
+    let mut buf = [0; 1024];
+    let goaway = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let mut frames = Vec::new();
+            let mut b = &out[..];
+            while b.len() >= 9 {
+                let len = usize::from(b[0]) << 16 | usize::from(b[1]) << 8 | usize::from(b[2]);
+                frames.push(b[3]);
+                b = &b[(9 + len).min(b.len())..];
+            }
+            if frames.contains(&7) {
+                return true;
+            }
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    });
+    assert!(goaway.await.unwrap(), "closed without a GOAWAY: {out:?}");
+    drop(tcp);
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the server did not resolve")
+        .unwrap()
+        .unwrap();
+    assert_eq!(metrics.closed(CloseReason::Shutdown), 1, "{metrics:?}");
+}
+
+/// The drain at the maximum age waits for a first request begun with `P` too.
+#[tokio::test]
+async fn max_age_waits_for_a_first_request_begun_with_p() {
+    let s = server().await.max_connection_age(ms(100));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"P").await.unwrap();
+    tokio::time::sleep(ms(300)).await;
+    let _ = tcp
+        .write_all(b"UT / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
+        .await;
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut out))
+        .await
+        .expect("not closed after its response")
+        .unwrap();
+    let res = String::from_utf8_lossy(&out);
+    assert!(res.starts_with("HTTP/1.1 200"), "{res:?}");
+    closed(&metrics, CloseReason::MaxAge).await;
+    task.abort();
+}

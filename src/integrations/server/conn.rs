@@ -117,6 +117,9 @@ pub(crate) struct Shared {
     /// The last write or flush waited for the socket: a response is still going out (hyper
     /// drops a response body once it has buffered its last frame, before writing it).
     write_blocked: AtomicBool,
+    /// The connection has sent its first bytes, too few to tell its protocol: a drain asked
+    /// now would make hyper-util drop them, so it waits until the protocol is known.
+    version_pending: AtomicBool,
 }
 
 impl Shared {
@@ -223,6 +226,9 @@ fn next_due(
 struct Drain {
     /// Why the connection is draining (graceful shutdown asked of hyper).
     cause: CloseReason,
+    /// The drain has been asked of hyper: not while the connection's first bytes are too few
+    /// to tell its protocol, as hyper-util would then drop them, a request begun included.
+    asked: bool,
     /// When the drain began.
     began: Instant,
     /// When the drain is cut, if ever.
@@ -262,6 +268,7 @@ pub(crate) async fn run<S, B>(
         heads: ctx.limits.header_read.is_some(),
         keep_alive: ctx.limits.keep_alive.is_some(),
         write_blocked: AtomicBool::new(false),
+        version_pending: AtomicBool::new(false),
     });
     let mut idle = IdleTimeout::builder();
     if let Some(limit) = ctx.limits.idle {
@@ -312,12 +319,16 @@ pub(crate) async fn run<S, B>(
         match phase {
             RUNNING => {}
             DRAINING if drain.is_none() => {
+                let asked = !shared.version_pending.load(Ordering::SeqCst);
+                if asked {
+                    conn.as_mut().graceful_shutdown();
+                }
                 drain = Some(Drain {
                     cause: CloseReason::Shutdown,
+                    asked,
                     began: Instant::now(),
                     cut_at: None, // the server cuts every connection at once
                 });
-                conn.as_mut().graceful_shutdown();
             }
             DRAINING => {}
             _ => break CloseReason::ShutdownTimeout,
@@ -328,6 +339,8 @@ pub(crate) async fn run<S, B>(
             Due,
             /// The explicit timer is full: the limits cannot be kept.
             NoTimer(TimerError),
+            /// The protocol is known now: the drain waiting for it can be asked.
+            VersionRead,
         }
         let event = poll_fn(|cx| {
             if wakes {
@@ -339,6 +352,11 @@ pub(crate) async fn run<S, B>(
             }
             if let Poll::Ready(result) = done {
                 return Poll::Ready(Event::Done(result));
+            }
+            if drain.as_ref().is_some_and(|d| !d.asked)
+                && !shared.version_pending.load(Ordering::SeqCst)
+            {
+                return Poll::Ready(Event::VersionRead);
             }
             if ctx.phase.get() != phase {
                 return Poll::Ready(Event::Phase);
@@ -427,6 +445,12 @@ pub(crate) async fn run<S, B>(
             }
             // `notified` has completed: the loop's top makes a fresh one.
             Event::Phase => notified_under = u8::MAX,
+            Event::VersionRead => {
+                if let Some(d) = &mut drain {
+                    d.asked = true;
+                }
+                conn.as_mut().graceful_shutdown();
+            }
             Event::Due => {
                 let now = Instant::now();
                 let (h2, next) = {
@@ -448,12 +472,16 @@ pub(crate) async fn run<S, B>(
                             } else {
                                 CloseReason::KeepAlive
                             };
+                            let asked = !shared.version_pending.load(Ordering::SeqCst);
+                            if asked {
+                                conn.as_mut().graceful_shutdown();
+                            }
                             drain = Some(Drain {
                                 cause,
+                                asked,
                                 began: now,
                                 cut_at: ctx.limits.shutdown_timeout.map(|d| deadline_after(now, d)),
                             });
-                            conn.as_mut().graceful_shutdown();
                         }
                         Due::DrainCut => break CloseReason::ShutdownTimeout,
                     },
@@ -487,7 +515,9 @@ enum Proto {
     Http2,
 }
 
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
+/// The HTTP/2 connection preface, whole: hyper-util's auto builder serves HTTP/2 once it has
+/// read all of it, HTTP/1 at the first byte that differs (or at the end of the stream).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 pin_project! {
     /// The connection's I/O: `IdleTimeout` over the socket, plus the protocol (the HTTP/2
@@ -505,27 +535,31 @@ pin_project! {
 impl ConnIo {
     fn on_read(self: Pin<&mut Self>, bytes: &[u8]) {
         let me = self.project();
-        // The protocol matters to both limits: HTTP/2 has no header-read limit, and its
-        // keep-alive limit drains with GOAWAY where HTTP/1's closes.
-        if !me.shared.tracked() {
-            return;
-        }
+        // The protocol matters to the drain (see `Shared::version_pending`) and to both
+        // limits: HTTP/2 has no header-read limit, and its keep-alive limit drains with GOAWAY
+        // where HTTP/1's closes. It is told as hyper-util tells it, from the same reads (its
+        // buffer takes no more than the preface).
         if *me.proto == Proto::Unknown {
             let want = &H2_PREFACE[*me.sniffed..];
             let n = want.len().min(bytes.len());
-            if bytes[..n] != want[..n] {
+            if bytes.is_empty() || bytes[..n] != want[..n] {
                 *me.proto = Proto::Http1;
             } else {
                 *me.sniffed += n;
                 if *me.sniffed == H2_PREFACE.len() {
                     *me.proto = Proto::Http2;
-                    let mut st = me.shared.lock();
-                    st.h2 = true;
-                    st.head_since = None;
+                    if me.shared.tracked() {
+                        let mut st = me.shared.lock();
+                        st.h2 = true;
+                        st.head_since = None;
+                    }
                 }
             }
+            me.shared
+                .version_pending
+                .store(*me.proto == Proto::Unknown, Ordering::SeqCst);
         }
-        if *me.proto == Proto::Http2 || !me.shared.heads {
+        if bytes.is_empty() || *me.proto == Proto::Http2 || !me.shared.heads {
             return;
         }
         let mut st = me.shared.lock();
@@ -551,7 +585,8 @@ impl AsyncRead for ConnIo {
         let before = buf.filled().len();
         match self.as_mut().project().io.poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before {
+                // The end of the stream too, while the protocol is unknown: it says HTTP/1.
+                if buf.filled().len() > before || self.proto == Proto::Unknown {
                     self.on_read(&buf.filled()[before..]);
                 }
                 Poll::Ready(Ok(()))

@@ -128,7 +128,8 @@ impl<S> Serve<S> {
     /// ([`CloseReason::HeaderRead`](super::CloseReason::HeaderRead)). Slowloris protection:
     /// trickled bytes do not extend it. It does not run while a keep-alive connection waits
     /// for its next request (that is [`keep_alive_timeout`](Serve::keep_alive_timeout)), and
-    /// not at all on HTTP/2.
+    /// not at all on HTTP/2 (from the end of its preface: a connection that has sent only part
+    /// of it is bounded as a first request head).
     ///
     /// The limit starts on bytes read with no request in flight. A head pipelined behind a
     /// request (sent before that request's response) is read with it and sits in hyper's
@@ -314,7 +315,10 @@ impl<S> Serve<S> {
     ///
     /// A draining HTTP/1 connection closes once its request in flight is answered, and at once
     /// if there is none, a partial head of a later request included; a partial head of its
-    /// first request is waited for, until one of the limits below ends the wait. An HTTP/2
+    /// first request is waited for, until one of the limits below ends the wait. So are first
+    /// bytes too few to tell HTTP/1 from HTTP/2 (a lone `P`, part of the HTTP/2 preface): the
+    /// drain begins once the protocol is known. A connection that has sent nothing yet is
+    /// closed at once. An HTTP/2
     /// one sends GOAWAY, finishes its open streams, and closes once the client acknowledges
     /// the GOAWAY. What else ends a drain (the same for the drain at
     /// [`max_connection_age`](Serve::max_connection_age), and for an HTTP/2 connection's drain
