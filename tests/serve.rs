@@ -1252,3 +1252,56 @@ async fn max_age_waits_for_a_first_request_begun_with_p() {
     closed(&metrics, CloseReason::MaxAge).await;
     task.abort();
 }
+
+/// Empty lines before a request line (RFC 9112 §2.2: a server ignores them) are no request
+/// head: a keep-alive client that sends one and then nothing is closed at the keep-alive
+/// limit, not at the header-read limit.
+#[tokio::test]
+async fn an_empty_line_between_requests_is_bounded_by_the_keep_alive_limit() {
+    let s = server()
+        .await
+        .header_read_timeout(ms(100))
+        .keep_alive_timeout(ms(600));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    read_response(&mut tcp).await;
+    tokio::time::sleep(ms(50)).await;
+    tcp.write_all(b"\r\n").await.unwrap();
+    let idle = until_closed(&mut tcp).await;
+    assert!(
+        idle >= ms(400),
+        "closed before the keep-alive limit: {idle:?}"
+    );
+    closed(&metrics, CloseReason::KeepAlive).await;
+    assert_eq!(metrics.closed(CloseReason::HeaderRead), 0, "{metrics:?}");
+    task.abort();
+}
+
+/// The request after an empty line is served, and its head still has the header-read limit.
+#[tokio::test]
+async fn a_head_after_an_empty_line_has_the_header_read_limit() {
+    let s = server()
+        .await
+        .header_read_timeout(ms(200))
+        .keep_alive_timeout(Duration::from_secs(5));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    read_response(&mut tcp).await;
+    tcp.write_all(b"\r\n").await.unwrap();
+    tokio::time::sleep(ms(50)).await;
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    read_response(&mut tcp).await;
+    tcp.write_all(b"\r\nGET / HTTP/1.1\r\n").await.unwrap();
+    let took = until_closed(&mut tcp).await;
+    assert!(took < Duration::from_secs(3), "cut too late: {took:?}");
+    closed(&metrics, CloseReason::HeaderRead).await;
+    task.abort();
+}

@@ -559,7 +559,12 @@ impl ConnIo {
                 .version_pending
                 .store(*me.proto == Proto::Unknown, Ordering::SeqCst);
         }
-        if bytes.is_empty() || *me.proto == Proto::Http2 || !me.shared.heads {
+        // Empty lines before a request line are no head: hyper skips them (RFC 9112 §2.2), so
+        // a client that sends one between requests is still waiting for its next request.
+        if *me.proto == Proto::Http2
+            || !me.shared.heads
+            || bytes.iter().all(|&b| b == b'\r' || b == b'\n')
+        {
             return;
         }
         let mut st = me.shared.lock();

@@ -131,7 +131,10 @@ impl<S> Serve<S> {
     /// not at all on HTTP/2 (from the end of its preface: a connection that has sent only part
     /// of it is bounded as a first request head).
     ///
-    /// The limit starts on bytes read with no request in flight. A head pipelined behind a
+    /// The limit starts on bytes read with no request in flight, empty lines (CRLF) aside:
+    /// hyper skips those before a request line (RFC 9112 §2.2), and a client that sends them
+    /// between requests is still waiting for its next one, bounded by the keep-alive limit.
+    /// A head pipelined behind a
     /// request (sent before that request's response) is read with it and sits in hyper's
     /// buffer when it ends, where it cannot be told from an idle wait: the keep-alive limit
     /// (or the idle limit) bounds it, so set one of them with this one. The same goes the other
