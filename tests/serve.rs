@@ -1305,3 +1305,145 @@ async fn a_head_after_an_empty_line_has_the_header_read_limit() {
     closed(&metrics, CloseReason::HeaderRead).await;
     task.abort();
 }
+
+/// A server whose every request is an HTTP/1 upgrade (`101`, `Upgrade: echo`) to an echo
+/// protocol; the error that ended each echo is sent on the channel.
+async fn upgrade_server() -> (
+    Serve<
+        impl tower::Service<
+                Request<Incoming>,
+                Response = Response<Empty<Bytes>>,
+                Error = Infallible,
+                Future = impl Send,
+            > + Clone
+            + Send
+            + 'static,
+    >,
+    tokio::sync::mpsc::UnboundedReceiver<std::io::ErrorKind>,
+) {
+    let (ended, ends) = tokio::sync::mpsc::unbounded_channel();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let app = tower::service_fn(move |req: Request<Incoming>| {
+        let ended = ended.clone();
+        async move {
+            tokio::spawn(async move {
+                let mut io = TokioIo::new(hyper::upgrade::on(req).await.unwrap());
+                let mut buf = [0; 64];
+                let end = loop {
+                    match io.read(&mut buf).await {
+                        Ok(0) => break std::io::ErrorKind::UnexpectedEof,
+                        Ok(n) => {
+                            if let Err(e) = io.write_all(&buf[..n]).await {
+                                break e.kind();
+                            }
+                        }
+                        Err(e) => break e.kind(),
+                    }
+                };
+                let _ = ended.send(end);
+            });
+            let res = Response::builder()
+                .status(StatusCode::SWITCHING_PROTOCOLS)
+                .header("connection", "upgrade")
+                .header("upgrade", "echo")
+                .body(Empty::new())
+                .unwrap();
+            Ok::<_, Infallible>(res)
+        }
+    });
+    (serve(listener, app), ends)
+}
+
+/// Connects and upgrades: the socket, past the `101`'s head.
+async fn upgraded(addr: SocketAddr) -> TcpStream {
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0];
+        tcp.read_exact(&mut b).await.unwrap();
+        head.push(b[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{head:?}");
+    tcp
+}
+
+async fn echo(tcp: &mut TcpStream) {
+    tcp.write_all(b"ping").await.unwrap();
+    let mut buf = [0; 4];
+    tokio::time::timeout(Duration::from_secs(5), tcp.read_exact(&mut buf))
+        .await
+        .expect("no echo")
+        .unwrap();
+    assert_eq!(&buf, b"ping");
+}
+
+/// An HTTP/1 upgrade hands the connection to the application: it is counted closed
+/// (`Completed`) then, once; the keep-alive and header-read limits no longer apply to it, and
+/// the graceful shutdown neither waits for it nor cuts it (as with `axum::serve`).
+#[tokio::test]
+async fn an_upgraded_connection_is_counted_completed_and_left_to_the_application() {
+    let (s, _ends) = upgrade_server().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let s = s
+        .header_read_timeout(ms(100))
+        .keep_alive_timeout(ms(100))
+        .with_graceful_shutdown(async move {
+            let _ = stopped.await;
+        })
+        .shutdown_timeout(ms(100));
+    let metrics = s.metrics();
+    let addr = s.local_addr().unwrap();
+    let task = tokio::spawn(s.into_future());
+    let mut tcp = upgraded(addr).await;
+    echo(&mut tcp).await;
+    closed(&metrics, CloseReason::Completed).await;
+    assert_eq!(metrics.active(), 0, "{metrics:?}");
+    tokio::time::sleep(ms(300)).await;
+    echo(&mut tcp).await;
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the server waited for the upgraded connection")
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(ms(300)).await;
+    echo(&mut tcp).await;
+    assert_eq!(metrics.accepted(), 1, "{metrics:?}");
+    assert_eq!(metrics.closed(CloseReason::Completed), 1, "{metrics:?}");
+    assert_eq!(metrics.active(), 0, "{metrics:?}");
+}
+
+/// The idle limit stays on an upgraded connection's I/O: quiet for that long, its reads fail
+/// with `TimedOut` in the application, and nothing more is counted.
+#[tokio::test]
+async fn an_upgraded_connection_keeps_the_idle_limit() {
+    let (s, mut ends) = upgrade_server().await;
+    let s = s.idle_timeout(ms(300));
+    let metrics = s.metrics();
+    let addr = s.local_addr().unwrap();
+    let task = tokio::spawn(s.into_future());
+    let mut tcp = upgraded(addr).await;
+    for _ in 0..4 {
+        echo(&mut tcp).await;
+        tokio::time::sleep(ms(150)).await;
+    }
+    let quiet = Instant::now();
+    let end = tokio::time::timeout(Duration::from_secs(10), ends.recv())
+        .await
+        .expect("the quiet upgraded connection was never cut")
+        .unwrap();
+    assert_eq!(end, std::io::ErrorKind::TimedOut);
+    assert!(
+        quiet.elapsed() >= ms(150),
+        "cut early: {:?}",
+        quiet.elapsed()
+    );
+    until_closed(&mut tcp).await;
+    assert_eq!(metrics.closed(CloseReason::Completed), 1, "{metrics:?}");
+    assert_eq!(metrics.closed(CloseReason::Idle), 0, "{metrics:?}");
+    assert_eq!(metrics.active(), 0, "{metrics:?}");
+    task.abort();
+}

@@ -23,7 +23,15 @@ use std::sync::Arc;
 #[non_exhaustive]
 pub enum CloseReason {
     /// The connection ended on its own: the client closed it, or asked to (`Connection: close`),
-    /// or it was upgraded (its socket handed to the upgrade).
+    /// or it was upgraded (HTTP/1: its socket handed to `hyper::upgrade::on`, after a
+    /// `101 Switching Protocols` or a CONNECT answered with success).
+    ///
+    /// An upgraded connection is counted at the upgrade (under the drain's reason instead, if
+    /// its connection was draining then), though its socket lives on in the application: it
+    /// is no longer [active](ServeMetrics::active), the graceful shutdown neither waits for it
+    /// nor cuts it, and only the [idle limit](super::Serve::idle_timeout) still applies to it,
+    /// failing its I/O with `TimedOut`, which is not counted again. So every accepted
+    /// connection is still counted closed exactly once.
     Completed,
     /// An HTTP/1 request head did not arrive in full within the header-read timeout (also while
     /// the connection was draining).
@@ -172,7 +180,8 @@ impl ServeMetrics {
     }
 
     /// Connections open now: accepted and not yet closed. Every accepted connection is counted
-    /// closed exactly once, also when its task panics or is dropped ([`CloseReason::Error`]).
+    /// closed exactly once, also when its task panics or is dropped ([`CloseReason::Error`]);
+    /// an upgraded one at its upgrade ([`CloseReason::Completed`]).
     pub fn active(&self) -> u64 {
         let closed: u64 = CloseReason::ALL.into_iter().map(|r| self.closed(r)).sum();
         self.accepted().saturating_sub(closed)

@@ -209,6 +209,14 @@ impl<S> Serve<S> {
     /// through [`IdleTimeout`](crate::IdleTimeout): a client that stops reading its response
     /// cannot hold the connection past it.
     ///
+    /// It stays on the I/O of an HTTP/1 upgrade (a `101 Switching Protocols`, such as a
+    /// WebSocket, or a CONNECT answered with success), which hyper hands to
+    /// `hyper::upgrade::on`: once the upgraded connection has been quiet for `limit`, its
+    /// reads and writes fail with [`io::ErrorKind::TimedOut`] in the application (which
+    /// should then drop it). Keep such a connection busy (WebSocket pings) or set a limit it can live
+    /// with. That close is not counted: the connection was counted at the upgrade (see
+    /// [`CloseReason::Completed`](super::CloseReason::Completed)).
+    ///
     /// # Panics
     ///
     /// If `limit` is zero.
@@ -337,6 +345,11 @@ impl<S> Serve<S> {
     ///
     /// Without a shutdown timeout, nothing else ends a drain: a request in flight whose
     /// handler never answers, or a client that keeps the connection busy, holds it open.
+    ///
+    /// An HTTP/1 connection upgraded before (a WebSocket, a CONNECT tunnel) is the
+    /// application's since its upgrade: as with `axum::serve`, the shutdown neither waits for
+    /// it nor cuts it, the shutdown timeout included, and the server may resolve while it
+    /// runs on. Only the idle limit still bounds it; end it from the application.
     ///
     /// # Examples
     ///
