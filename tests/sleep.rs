@@ -1165,3 +1165,495 @@ async fn a_registered_sleep_reset_after_shutdown_to_a_passed_deadline_is_cut_sho
         assert!(sleep.is_shutdown(), "bounded {bounded}: a reset sleep");
     }
 }
+
+/// A model of one `Sleep`'s life, as the docs of `Sleep` and `Timer::shutdown` state it, for
+/// [`sleeps_around_a_shutdown_answer_as_the_docs_say`].
+///
+/// - Never complete before the deadline `d`, unless the timer shut down; after a shutdown
+///   (at `S`), the next poll completes, `is_shutdown()` iff `d > S` (a deadline reached at or
+///   before `S` counts as elapsed, also for a sleep first polled or reset after `S`), unless
+///   it completed before the shutdown and was not reset since.
+/// - A registered sleep fires in a pass at or after `d`: by the time Tokio's clock reaches
+///   `d` rounded up to its 1 ms grid, it is ready, and the task that last polled it was
+///   woken; so is it by a shutdown. A first poll checks the clock (a deadline given as an
+///   instant, any reset) and completes at once if due, except `sleep(d)`'s first poll,
+///   which reads no clock: past its deadline, it may answer `Pending` but its task is woken
+///   at once and its next poll completes.
+/// - `is_elapsed()`: `true` once completed; `false` before the deadline (running timer), and
+///   while never polled (made by `sleep`/`sleep_until`, never reset); `true` for a sleep
+///   waiting (last poll `Pending`) once it must have fired, or once the timer shut down.
+/// - A slot (`pending()`, and on a bounded timer what `try_*` may take) is held by a sleep
+///   registered and not yet fired: from a `Pending` poll, a `try_sleep*` with a future
+///   deadline, or on a bounded timer a reset to a future deadline (at once), until it fires,
+///   completes, is dropped or the timer shuts down.
+struct ModelSleep {
+    s: task::Spawn<Sleep>,
+    d: Instant,
+    /// The next registration from idle reads the clock (not `sleep(non-zero)`'s first).
+    check_clock: bool,
+    /// Made by `sleep`/`sleep_until` and neither polled nor reset since.
+    untouched: bool,
+    /// The last poll answered `Pending`, and no reset since.
+    waiting: bool,
+    /// Woken since the last poll.
+    woken: bool,
+    /// Completed since made or reset: `Some(is_shutdown)`.
+    done: Option<bool>,
+    /// The deadline its wheel entry is filed for, and whether it surely is (else maybe).
+    entry: Option<(Instant, bool)>,
+    /// Answered `Pending` to a first poll past its deadline: the next poll completes.
+    must_complete: bool,
+    /// Reset since its last poll.
+    reset_since: bool,
+}
+
+/// The model's run of one seed, with a log of its steps for a failure's message.
+struct ModelRun {
+    t0: Instant,
+    timer: Timer,
+    max: Option<usize>,
+    shut: Option<Instant>,
+    sleeps: Vec<Option<ModelSleep>>,
+    log: Vec<String>,
+    seed: u64,
+}
+
+/// `t` rounded up to Tokio's 1 ms grid (from `t0`, where the runtime's clock started).
+fn grid_ceil(t0: Instant, t: Instant) -> Instant {
+    let ns = t.saturating_duration_since(t0).as_nanos();
+    let ms = ns.div_ceil(1_000_000);
+    t0 + Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX / 2))
+}
+
+impl ModelRun {
+    fn fail(&self, what: String) -> ! {
+        panic!(
+            "seed {} ({:?} max, shards {:?}): {what}\nsteps:\n  {}",
+            self.seed,
+            self.max,
+            self.timer,
+            self.log.join("\n  ")
+        );
+    }
+
+    fn check(&self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            self.fail(what());
+        }
+    }
+
+    /// Whether `m`'s entry is surely in the wheel (`.0`), and maybe (`.1`).
+    fn entry_there(&self, m: &ModelSleep) -> (bool, bool) {
+        let now = Instant::now();
+        match m.entry {
+            _ if self.shut.is_some() => (false, false),
+            None => (false, false),
+            Some((f, _)) if now >= grid_ceil(self.t0, f) => (false, false),
+            Some((f, sure)) if now < f => (sure, true),
+            Some(_) => (false, true),
+        }
+    }
+
+    /// The slots held: at least, at most.
+    fn held(&self) -> (usize, usize) {
+        let mut lo_hi = (0, 0);
+        for m in self.sleeps.iter().flatten() {
+            let (sure, maybe) = self.entry_there(m);
+            lo_hi.0 += usize::from(sure);
+            lo_hi.1 += usize::from(maybe);
+        }
+        lo_hi
+    }
+
+    /// A deadline for a new sleep or a reset: passed, now, near (on and off the grid),
+    /// around the shutdown, far.
+    fn deadline(&self, rng: &mut XorShift) -> Instant {
+        let now = Instant::now();
+        let base = match (rng.below(4), self.shut) {
+            (0, Some(s)) => s,
+            _ => now,
+        };
+        let off = match rng.below(6) {
+            0 => Duration::ZERO,
+            1 => MS * rng.below(20) as u32,
+            2 => Duration::from_nanos(rng.below(20_000_000)),
+            3 => Duration::from_secs(rng.below(4000)),
+            _ => Duration::from_nanos(1 + rng.below(3)) + MS * rng.below(3) as u32,
+        };
+        if rng.below(3) == 0 {
+            base.checked_sub(off).unwrap_or(base)
+        } else {
+            base + off
+        }
+    }
+
+    /// Compares every observable with the model.
+    fn check_all(&mut self) {
+        let now = Instant::now();
+        let shut = self.shut;
+        for i in 0..self.sleeps.len() {
+            let Some(m) = self.sleeps[i].as_mut() else {
+                continue;
+            };
+            m.woken |= m.s.is_woken();
+            let m = self.sleeps[i].as_ref().unwrap();
+            let (d, done, waiting, woken) = (m.d, m.done, m.waiting, m.woken);
+            let (elapsed, is_shut, deadline) =
+                (m.s.is_elapsed(), m.s.is_shutdown(), m.s.deadline());
+            self.check(deadline == d, || {
+                format!("#{i}: deadline {deadline:?}, not {d:?}")
+            });
+            self.check(is_shut == (done == Some(true)), || {
+                format!("#{i}: is_shutdown {is_shut}, completed {done:?}")
+            });
+            let due = now >= grid_ceil(self.t0, d);
+            if waiting && (shut.is_some() || due) {
+                self.check(woken, || {
+                    format!("#{i}: waiting, due or shut down, not woken")
+                });
+            }
+            if done.is_some() {
+                self.check(elapsed, || format!("#{i}: completed, is_elapsed false"));
+            } else if shut.is_none() && now < d {
+                self.check(!elapsed, || {
+                    format!("#{i}: before its deadline, is_elapsed")
+                });
+            } else if m.untouched {
+                self.check(!elapsed, || format!("#{i}: never polled, is_elapsed"));
+            } else if waiting && !m.reset_since && (shut.is_some() || due) {
+                self.check(elapsed, || format!("#{i}: waiting, fired, not is_elapsed"));
+            }
+        }
+        let (lo, hi) = self.held();
+        let pending = self.timer.pending();
+        self.check(lo <= pending && pending <= hi, || {
+            format!("pending() {pending}, expected {lo}..={hi}")
+        });
+    }
+
+    /// Polls sleep `i` and checks its answer.
+    fn poll(&mut self, i: usize) {
+        let now = Instant::now();
+        let t0 = self.t0;
+        let shut = self.shut;
+        let bounded_full = self.max.is_some_and(|k| self.held().1 >= k);
+        let m = self.sleeps[i].as_mut().unwrap();
+        // A poll that would take a slot of a full timer panics, as documented: not made.
+        let surely_filed = matches!(m.entry, Some((f, true)) if now < f);
+        // `sleep(d)`'s first poll reads no clock: it files its entry even past the deadline.
+        let unchecked = !m.check_clock && m.untouched;
+        let registers =
+            m.done.is_none() && !surely_filed && shut.is_none() && (m.d > now || unchecked);
+        if bounded_full && registers {
+            self.log
+                .push(format!("skip poll #{i}: would register on a full timer"));
+            return;
+        }
+        let first_unchecked = !m.check_clock && m.untouched;
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.s.poll()));
+        let Ok(answer) = answer else {
+            self.fail(format!("poll #{i} panicked"));
+        };
+        let m = self.sleeps[i].as_mut().unwrap();
+        m.woken = false;
+        m.untouched = false;
+        m.reset_since = false;
+        let m = self.sleeps[i].as_ref().unwrap();
+        let (d, done, must_complete) = (m.d, m.done, m.must_complete);
+        self.log.push(format!(
+            "poll #{i} (deadline {:?}): {answer:?}",
+            d.saturating_duration_since(t0)
+        ));
+        let m_woken_now = m.s.is_woken();
+        let ready = answer.is_ready();
+        if let Some(s) = shut {
+            self.check(ready, || {
+                format!("#{i}: polled after the shutdown, pending")
+            });
+            let expect = done.unwrap_or(d > s);
+            let got = self.sleeps[i].as_ref().unwrap().s.is_shutdown();
+            self.check(got == expect, || {
+                format!("#{i}: is_shutdown {got}, expected {expect}")
+            });
+        } else if now < d {
+            self.check(!ready, || format!("#{i}: ready before its deadline"));
+        } else if done.is_some() || must_complete {
+            self.check(ready, || {
+                format!("#{i}: completed (or due to), yet pending")
+            });
+        } else if now >= grid_ceil(t0, d) {
+            let ok = ready || first_unchecked && m_woken_now;
+            self.check(ok, || format!("#{i}: due, pending (woken {m_woken_now})"));
+        }
+        let m = self.sleeps[i].as_mut().unwrap();
+        if ready {
+            m.done = Some(m.done.unwrap_or(shut.is_some_and(|s| m.d > s)));
+            m.entry = None;
+            m.waiting = false;
+            m.must_complete = false;
+        } else {
+            m.waiting = true;
+            m.must_complete = first_unchecked && now >= d && m_woken_now;
+            m.entry = match m.entry {
+                Some((f, true)) if now < f => Some((f, true)),
+                Some((f, _)) if now >= grid_ceil(t0, f) => Some((m.d, true)),
+                Some(_) => Some((m.d, false)),
+                None => Some((m.d, true)),
+            };
+        }
+    }
+
+    fn reset(&mut self, i: usize, d: Instant, try_: bool) {
+        let now = Instant::now();
+        let t0 = self.t0;
+        let shut = self.shut;
+        let max = self.max;
+        let (lo, hi) = self.held();
+        let m = self.sleeps[i].as_mut().unwrap();
+        m.woken |= m.s.is_woken();
+        // On a bounded timer, a reset to a future deadline of a sleep without an entry takes
+        // a slot at once: whether it may find the timer full.
+        let had = match m.entry {
+            _ if shut.is_some() => (false, false),
+            None => (false, false),
+            Some((f, _)) if now >= grid_ceil(t0, f) => (false, false),
+            Some((f, sure)) if now < f => (sure, true),
+            Some(_) => (false, true),
+        };
+        let result = if try_ {
+            Pin::new(&mut *m.s).try_reset(d)
+        } else {
+            Pin::new(&mut *m.s).reset(d);
+            Ok(())
+        };
+        m.d = d;
+        m.check_clock = true;
+        m.untouched = false;
+        m.done = None;
+        m.must_complete = false;
+        m.reset_since = true;
+        let was_waiting = std::mem::replace(&mut m.waiting, false);
+        if was_waiting {
+            // Still waited on by the task that polled it last: keep checking its wake.
+            m.waiting = true;
+        }
+        let bounded = max.is_some();
+        let takes = bounded && shut.is_none() && d > now;
+        let entry_before = m.entry;
+        m.entry = if shut.is_some() || bounded && d <= now {
+            None
+        } else if bounded {
+            // Without the error (`reset`), whether it found a slot is known only for sure.
+            let others = (lo - usize::from(had.0), hi - usize::from(had.1));
+            let k = max.unwrap();
+            match result {
+                Err(_) => None,
+                Ok(()) if try_ || had.0 || others.1 < k => Some((d, true)),
+                Ok(()) if others.0 >= k => None,
+                Ok(()) => Some((d, false)),
+            }
+        } else {
+            match entry_before {
+                None => None,
+                // Later: lazy, the entry stays where it is.
+                Some((f, sure)) if d >= f => Some((f, sure && had.0)),
+                Some(_) if d <= now => None,
+                Some(_) if had.0 => Some((d, true)),
+                Some(_) if had.1 => Some((d, false)),
+                Some(_) => None,
+            }
+        };
+        self.log.push(format!(
+            "{}reset #{i} to {:?}: {result:?}",
+            if try_ { "try_" } else { "" },
+            d.saturating_duration_since(t0)
+        ));
+        let k = max.unwrap_or(usize::MAX);
+        match result {
+            Ok(()) if !try_ => {}
+            Ok(()) => self.check(!takes || had.1 || lo < k, || {
+                format!("#{i}: reset took a slot of a full timer ({lo}..={hi} of {k})")
+            }),
+            Err(TimerError::Full { .. }) => self.check(try_ && takes && !had.0 && hi >= k, || {
+                format!("#{i}: reset reported full ({lo}..={hi} of {k})")
+            }),
+            Err(e) => self.fail(format!("#{i}: try_reset {e:?}")),
+        }
+    }
+
+    fn make(&mut self, i: usize, rng: &mut XorShift) {
+        let now = Instant::now();
+        let (lo, hi) = self.held();
+        let k = self.max.unwrap_or(usize::MAX);
+        let kind = rng.below(4);
+        let dur = match rng.below(5) {
+            0 => Duration::ZERO,
+            1 => Duration::MAX,
+            2 => Duration::from_nanos(rng.below(5_000_000)),
+            3 => MS * rng.below(30) as u32,
+            _ => Duration::from_secs(rng.below(4000)),
+        };
+        let until = self.deadline(rng);
+        let after = now
+            .checked_add(dur)
+            .unwrap_or(now + Duration::from_secs(86_400 * 365 * 30));
+        let (made, d, what) = match kind {
+            0 => (Ok(self.timer.sleep(dur)), after, format!("sleep({dur:?})")),
+            1 => (
+                Ok(self.timer.sleep_until(until)),
+                until,
+                "sleep_until".to_string(),
+            ),
+            2 => (
+                self.timer.try_sleep(dur),
+                after,
+                format!("try_sleep({dur:?})"),
+            ),
+            _ => (
+                self.timer.try_sleep_until(until),
+                until,
+                "try_sleep_until".to_string(),
+            ),
+        };
+        self.log.push(format!(
+            "#{i} = {what} at {:?}, deadline {:?}: {}",
+            now.saturating_duration_since(self.t0),
+            d.saturating_duration_since(self.t0),
+            if made.is_ok() {
+                "ok".to_string()
+            } else {
+                format!("{:?}", made.as_ref().err())
+            }
+        ));
+        let try_ = kind >= 2;
+        let takes = try_ && d > now;
+        let sleep = match made {
+            Ok(s) => {
+                self.check(self.shut.is_none() || !try_, || {
+                    format!("#{i}: try_* after shutdown: ok")
+                });
+                self.check(!takes || lo < k, || {
+                    format!("#{i}: took a slot of a full timer")
+                });
+                s
+            }
+            Err(TimerError::Shutdown) => {
+                self.check(self.shut.is_some(), || {
+                    format!("#{i}: shutdown error, not shut down")
+                });
+                return;
+            }
+            Err(TimerError::Full { .. }) => {
+                self.check(self.shut.is_none() && takes && hi >= k, || {
+                    format!("#{i}: full ({lo}..={hi} of {k})")
+                });
+                return;
+            }
+            Err(e) => self.fail(format!("#{i}: {e:?}")),
+        };
+        self.sleeps[i] = Some(ModelSleep {
+            s: task::spawn(sleep),
+            d,
+            check_clock: kind != 0 || dur.is_zero(),
+            untouched: !try_,
+            waiting: false,
+            woken: false,
+            done: None,
+            entry: takes.then_some((d, true)),
+            must_complete: false,
+            reset_since: false,
+        });
+    }
+}
+
+/// Runs one seed of the model on a timer with `max` pending and `shards` shards.
+async fn run_sleep_model(seed: u64, max: Option<usize>, shards: usize, t0: Instant) {
+    let mut rng = XorShift::new(seed);
+    let builder = Timer::builder().shards(shards);
+    let builder = match max {
+        Some(k) => builder.max_pending(k),
+        None => builder,
+    };
+    let n = 2 + rng.below(3) as usize;
+    let steps = 20 + rng.below(30);
+    let shutdown_at = rng.below(steps + 5);
+    let mut run = ModelRun {
+        t0,
+        timer: builder.build().unwrap(),
+        max,
+        shut: None,
+        sleeps: (0..n).map(|_| None).collect(),
+        log: Vec::new(),
+        seed,
+    };
+    for step in 0..steps {
+        if step == shutdown_at {
+            run.timer.shutdown();
+            run.shut = Some(Instant::now());
+            run.log.push(format!(
+                "shutdown at {:?}",
+                Instant::now().saturating_duration_since(t0)
+            ));
+            for m in run.sleeps.iter_mut().flatten() {
+                m.entry = None;
+            }
+        }
+        let i = rng.below(n as u64) as usize;
+        match rng.below(10) {
+            0 | 1 if run.sleeps[i].is_none() => run.make(i, &mut rng),
+            0..=3 if run.sleeps[i].is_some() => run.poll(i),
+            4 | 5 if run.sleeps[i].is_some() => {
+                let d = run.deadline(&mut rng);
+                let try_ = rng.below(2) == 0;
+                run.reset(i, d, try_);
+            }
+            6 if run.sleeps[i].is_some() => {
+                run.sleeps[i] = None;
+                run.log.push(format!("drop #{i}"));
+            }
+            _ => {
+                let d = match rng.below(6) {
+                    0 => Duration::ZERO,
+                    1 => Duration::from_nanos(rng.below(2_000_000)),
+                    2 => Duration::from_secs(rng.below(3)),
+                    _ => MS * rng.below(12) as u32,
+                };
+                tokio::time::advance(d).await;
+                common::settle_for(4).await;
+                run.log.push(format!(
+                    "advance {d:?} to {:?}",
+                    Instant::now().saturating_duration_since(t0)
+                ));
+            }
+        }
+        run.check_all();
+    }
+    run.timer.shutdown();
+}
+
+/// Model-based: random sleeps (`sleep`, `sleep_until`, `try_sleep*`; zero, passed, near, far
+/// and `Duration::MAX` deadlines) polled, reset, dropped, with paused time advanced on and
+/// off Tokio's millisecond grid and the timer shut down once at a random step, on bounded and
+/// unbounded timers of 1 to 3 shards: every answer as [`ModelSleep`] says. `SLEEP_MODEL_SEEDS`
+/// sets how many seeds per configuration (a few by default).
+#[tokio::test(start_paused = true)]
+async fn sleeps_around_a_shutdown_answer_as_the_docs_say() {
+    let t0 = Instant::now();
+    let seeds: u64 = std::env::var("SLEEP_MODEL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    let first: u64 = std::env::var("SLEEP_MODEL_FIRST")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    tokio::task::unconstrained(async {
+        for seed in first..first + seeds {
+            for max in [None, Some(1), Some(2), Some(3)] {
+                let shards = 1 + (seed % 3) as usize;
+                run_sleep_model(seed, max, shards, t0).await;
+            }
+        }
+    })
+    .await;
+}
