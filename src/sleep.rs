@@ -199,14 +199,11 @@ impl Sleep {
     /// Registers for the deadline with a placeholder waker (replaced on the next poll), unless
     /// it has passed: the state to be in.
     fn register_now(&mut self) -> Result<State, TimerError> {
-        // The clock first: a deadline passed counts as elapsed even on a shut-down timer, if
-        // it had passed when the timer shut down (a later one was cut short by the shutdown).
+        // A deadline passed takes no slot: the first poll completes it, reading the clock (and
+        // on a shut-down timer telling elapsed from cut short). Until then it is not elapsed,
+        // as a `Sleep` not polled since made or reset never is.
         if self.deadline <= self.shard().now() {
-            let shard = self.shard();
-            if shard.is_shutdown() && !shard.elapsed_before_shutdown(self.deadline) {
-                return Err(TimerError::Shutdown);
-            }
-            return Ok(State::Elapsed);
+            return Ok(State::Idle { check_clock: true });
         }
         Ok(
             match self
@@ -233,8 +230,13 @@ impl Sleep {
     /// Whether the `Sleep` has elapsed, as Tokio's `Sleep::is_elapsed`: it completed, or its
     /// timer fired (whether or not it has been polled since; after a [reset](Sleep::reset) to a
     /// later deadline, once the clock has reached it), or the timer shut down while it was
-    /// registered. A `Sleep` never polled (or reset since) answers `false`, even with a
-    /// deadline already passed: it is registered, and checked, on its first poll. A poll that
+    /// registered. A `Sleep` not registered answers `false`, even with a deadline already
+    /// passed: one never polled, or reset since it completed (on a timer with
+    /// [`max_pending`](crate::Builder::max_pending), reset to a deadline already passed), or
+    /// made by [`try_sleep_until`](crate::Timer::try_sleep_until) for one, on a running timer
+    /// or a shut-down one alike; it is checked on its next poll. (A `Sleep` waiting in the wheel
+    /// and reset to a deadline already passed on a running timer completes at once, as Tokio's
+    /// does: `true`.) A poll that
     /// finds it due but the task out of its cooperative budget answers `Pending` (the task is
     /// woken to poll again), yet leaves it elapsed: `is_elapsed` is then `true`, and the next
     /// poll completes.

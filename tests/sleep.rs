@@ -1205,6 +1205,10 @@ struct ModelSleep {
     must_complete: bool,
     /// Reset since its last poll.
     reset_since: bool,
+    /// Not registered: never polled (nor made by a `try_*` for a future deadline), completed,
+    /// or reset since without a registration (a bounded timer's reset to a future deadline
+    /// registers at once).
+    unregistered: bool,
 }
 
 /// The model's run of one seed, with a log of its steps for a failure's message.
@@ -1318,7 +1322,7 @@ impl ModelRun {
                 self.check(!elapsed, || {
                     format!("#{i}: before its deadline, is_elapsed")
                 });
-            } else if m.untouched {
+            } else if m.untouched || m.unregistered && m.reset_since {
                 self.check(!elapsed, || format!("#{i}: never polled, is_elapsed"));
             } else if waiting && !m.reset_since && (shut.is_some() || due) {
                 self.check(elapsed, || format!("#{i}: waiting, fired, not is_elapsed"));
@@ -1358,6 +1362,7 @@ impl ModelRun {
         m.woken = false;
         m.untouched = false;
         m.reset_since = false;
+        m.unregistered = answer.is_ready();
         let m = self.sleeps[i].as_ref().unwrap();
         let (d, done, must_complete) = (m.d, m.done, m.must_complete);
         self.log.push(format!(
@@ -1432,6 +1437,11 @@ impl ModelRun {
         m.done = None;
         m.must_complete = false;
         m.reset_since = true;
+        m.unregistered = if max.is_some() && shut.is_none() && d > now {
+            result.is_err()
+        } else {
+            m.unregistered
+        };
         let was_waiting = std::mem::replace(&mut m.waiting, false);
         if was_waiting {
             // Still waited on by the task that polled it last: keep checking its wake.
@@ -1555,13 +1565,14 @@ impl ModelRun {
             s: task::spawn(sleep),
             d,
             check_clock: kind != 0 || dur.is_zero(),
-            untouched: !try_,
+            untouched: !takes,
             waiting: false,
             woken: false,
             done: None,
             entry: takes.then_some((d, true)),
             must_complete: false,
             reset_since: false,
+            unregistered: !takes,
         });
     }
 }
@@ -1656,4 +1667,39 @@ async fn sleeps_around_a_shutdown_answer_as_the_docs_say() {
         }
     })
     .await;
+}
+
+/// `is_elapsed` answers `false` for a `Sleep` not polled since it was reset, while it is
+/// not registered, whatever its deadline: so on a timer without a limit, and it must on a
+/// bounded one too, where a reset to a deadline already passed takes no slot (nor does a
+/// `try_sleep_until` for one). A bounded timer answered `true` there, before and after a
+/// shutdown, where the same sleep on an unbounded timer answered `false`.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_reset_to_a_passed_deadline_is_not_elapsed_until_polled_bounded_or_not() {
+    for bounded in [false, true] {
+        for shut_down in [false, true] {
+            let timer = bounded_or_not(bounded);
+            let passed = Instant::now();
+            step_for(Duration::from_millis(5), SHORT_SETTLE_YIELDS).await;
+            let mut sleep = task::spawn(timer.sleep(Duration::from_secs(10)));
+            let made = timer.try_sleep_until(passed);
+            if shut_down {
+                timer.shutdown();
+            } else {
+                let made = made.unwrap();
+                assert!(
+                    !made.is_elapsed(),
+                    "bounded {bounded}: try_sleep_until, never polled"
+                );
+            }
+            sleep.enter(|_, s| s.reset(passed));
+            assert!(
+                !sleep.is_elapsed(),
+                "bounded {bounded}, shut down {shut_down}: reset, not polled since"
+            );
+            assert_eq!(timer.pending(), 0);
+            assert_ready!(sleep.poll());
+            assert!(sleep.is_elapsed() && !sleep.is_shutdown());
+        }
+    }
 }
