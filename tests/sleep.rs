@@ -1653,7 +1653,7 @@ async fn sleeps_around_a_shutdown_answer_as_the_docs_say() {
     let seeds: u64 = std::env::var("SLEEP_MODEL_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+        .unwrap_or(150);
     let first: u64 = std::env::var("SLEEP_MODEL_FIRST")
         .ok()
         .and_then(|s| s.parse().ok())
