@@ -735,17 +735,27 @@ async fn a_sleep_reset_after_shutdown_is_cut_short_on_bounded_timers_too() {
         assert_pending!(done.poll());
         step_for(Duration::from_millis(1), SHORT_SETTLE_YIELDS).await;
         assert_ready!(done.poll());
-        timer.shutdown();
-        let shut = Instant::now();
-        step_for(Duration::from_millis(10), SHORT_SETTLE_YIELDS).await;
-        let after_shutdown = shut + Duration::from_millis(5);
-        let mut new = task::spawn(timer.sleep_until(after_shutdown));
-        assert_ready!(new.poll());
-        assert!(new.is_shutdown(), "bounded {bounded}: a new sleep");
-        done.enter(|_, s| s.reset(after_shutdown));
-        assert_ready!(done.poll());
-        assert!(done.is_shutdown(), "bounded {bounded}: a reset sleep");
+        shut_down_then_reset_past_the_shutdown(&timer, &mut done, bounded).await;
     }
+}
+
+/// Shuts `timer` down, lets 10 ms pass, and checks that `sleep` reset to a deadline 5 ms
+/// after the shutdown (passed since) is cut short, as a new sleep for that deadline is.
+async fn shut_down_then_reset_past_the_shutdown(
+    timer: &Timer,
+    sleep: &mut task::Spawn<Sleep>,
+    bounded: bool,
+) {
+    timer.shutdown();
+    let shut = Instant::now();
+    step_for(Duration::from_millis(10), SHORT_SETTLE_YIELDS).await;
+    let after_shutdown = shut + Duration::from_millis(5);
+    let mut new = task::spawn(timer.sleep_until(after_shutdown));
+    assert_ready!(new.poll());
+    assert!(new.is_shutdown(), "bounded {bounded}: a new sleep");
+    sleep.enter(|_, s| s.reset(after_shutdown));
+    assert_ready!(sleep.poll());
+    assert!(sleep.is_shutdown(), "bounded {bounded}: a reset sleep");
 }
 
 /// A `Timer` built on a paused runtime and used from a plain thread computed deadlines on the
@@ -1153,16 +1163,7 @@ async fn a_registered_sleep_reset_after_shutdown_to_a_passed_deadline_is_cut_sho
         let mut sleep = task::spawn(timer.sleep(Duration::from_secs(10)));
         assert_pending!(sleep.poll());
         step_for(Duration::from_millis(20), SHORT_SETTLE_YIELDS).await;
-        timer.shutdown();
-        let shut = Instant::now();
-        step_for(Duration::from_millis(10), SHORT_SETTLE_YIELDS).await;
-        let after_shutdown = shut + Duration::from_millis(5);
-        let mut new = task::spawn(timer.sleep_until(after_shutdown));
-        assert_ready!(new.poll());
-        assert!(new.is_shutdown(), "bounded {bounded}: a new sleep");
-        sleep.enter(|_, s| s.reset(after_shutdown));
-        assert_ready!(sleep.poll());
-        assert!(sleep.is_shutdown(), "bounded {bounded}: a reset sleep");
+        shut_down_then_reset_past_the_shutdown(&timer, &mut sleep, bounded).await;
     }
 }
 
