@@ -515,7 +515,8 @@ impl Timer {
     /// # Panics
     ///
     /// When polled, if the timer was built with [`max_pending`](crate::Builder::max_pending) and is
-    /// full. Use [`try_sleep`](Timer::try_sleep) to get an error instead.
+    /// full, unless the deadline has passed (a `Sleep` due needs no slot, and completes). Use
+    /// [`try_sleep`](Timer::try_sleep) to get an error instead.
     pub fn sleep(&self, duration: Duration) -> Sleep {
         Sleep::after(self.shard().clone(), duration)
     }

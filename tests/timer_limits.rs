@@ -193,3 +193,32 @@ async fn pending_counts_registered_timers_exactly() {
     assert_eq!(timer.pending(), 0);
     assert_eq!(timer.metrics().pending, 0);
 }
+
+/// A sleep or timeout made with a duration reads no clock before it registers; first polled
+/// after its deadline on a full timer it needs no slot, and completes, as one made for the
+/// same instant (`sleep_until`) does, instead of panicking for want of a slot.
+#[tokio::test(start_paused = true)]
+async fn a_duration_sleep_first_polled_after_its_deadline_completes_on_a_full_timer() {
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let _holder = timer.try_sleep(Duration::from_secs(3600)).unwrap();
+    assert_eq!(timer.pending(), 1);
+    let mut late = task::spawn(timer.sleep(Duration::from_millis(10)));
+    let mut late_timeout =
+        task::spawn(timer.timeout(Duration::from_millis(10), std::future::pending::<()>()));
+    tokio::time::advance(Duration::from_millis(20)).await;
+    assert_ready!(late.poll());
+    assert!(!late.is_shutdown());
+    assert!(assert_ready!(late_timeout.poll()).is_err(), "elapsed");
+    assert_eq!(timer.pending(), 1, "neither took a slot");
+}
+
+/// Polled before its deadline on a full timer, a sleep made with a duration still panics,
+/// as documented (`Timer::try_sleep` returns the error instead).
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "try_* methods")]
+async fn a_duration_sleep_polled_before_its_deadline_on_a_full_timer_panics() {
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let _holder = timer.try_sleep(Duration::from_secs(3600)).unwrap();
+    let mut early = task::spawn(timer.sleep(Duration::from_millis(10)));
+    let _ = early.poll();
+}

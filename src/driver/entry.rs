@@ -242,6 +242,11 @@ impl<S> TimerEntry<S> {
             }
             Ok(None) => Ok(Outcome::Due),
             Err(TimerError::Shutdown) => Ok(Outcome::Shutdown),
+            // Full: a deadline already passed needs no slot. A deadline computed as now + a
+            // duration was not checked against the clock; it is here, on this rare path only.
+            Err(TimerError::Full { .. }) if !check_clock && deadline <= driver.now() => {
+                Ok(Outcome::Due)
+            }
             Err(e) => Err(e),
         }
     }
