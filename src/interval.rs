@@ -104,7 +104,8 @@ impl Timer {
     ///
     /// If `period` is zero. When polled, if the timer was built with
     /// [`max_pending`](crate::Builder::max_pending) and is full (an interval holds one slot
-    /// for its whole life once it has had to wait).
+    /// for its whole life once it has had to wait); [`try_interval`](Timer::try_interval)
+    /// takes the slot at once, or returns the error.
     ///
     /// # Examples
     ///
@@ -157,6 +158,82 @@ impl Timer {
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
         check_period(period);
         Interval::new(self.shard().clone(), start, period)
+    }
+
+    /// Like [`interval`](Timer::interval), but takes the interval's one timer slot now and
+    /// returns an error when the timer is full or shut down: on a timer built with
+    /// [`max_pending`](crate::Builder::max_pending) the interval then never panics for want of
+    /// a slot, as it holds its slot for its whole life.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::Full`] if the timer has `max_pending` timers pending;
+    /// [`TimerError::Shutdown`] if it has shut down.
+    ///
+    /// # Panics
+    ///
+    /// If `period` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_timing_wheel::{Timer, TimerError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::builder().max_pending(1).build().unwrap();
+    /// let mut heartbeat = timer.try_interval(Duration::from_secs(1)).unwrap();
+    /// assert_eq!(timer.pending(), 1, "its slot, taken at once");
+    /// let full = timer.try_interval(Duration::from_secs(1));
+    /// assert_eq!(full.unwrap_err(), TimerError::Full { max_pending: 1 });
+    /// heartbeat.tick().await;
+    /// heartbeat.tick().await; // one second later, in the same slot
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn try_interval(&self, period: Duration) -> Result<Interval, TimerError> {
+        let start = self.shard().now_where_waiting();
+        self.try_interval_at(start, period)
+    }
+
+    /// Like [`interval_at`](Timer::interval_at), but takes the interval's one timer slot now
+    /// and returns an error when the timer is full or shut down (see
+    /// [`try_interval`](Timer::try_interval)).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_interval`](Timer::try_interval).
+    ///
+    /// # Panics
+    ///
+    /// If `period` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    /// use tokio_timing_wheel::Timer;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::builder().max_pending(8).build().unwrap();
+    /// let start = Instant::now() + Duration::from_secs(5);
+    /// let mut ticks = timer.try_interval_at(start, Duration::from_secs(1)).unwrap();
+    /// assert_eq!(ticks.tick().await, start);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn try_interval_at(
+        &self,
+        start: Instant,
+        period: Duration,
+    ) -> Result<Interval, TimerError> {
+        check_period(period);
+        let mut interval = Interval::new(self.shard().clone(), start, period);
+        interval.file_now()?;
+        Ok(interval)
     }
 }
 
@@ -398,7 +475,8 @@ impl Interval {
     /// # Panics
     ///
     /// If the timer was built with [`max_pending`](crate::Builder::max_pending) and is full
-    /// when the interval first has to wait.
+    /// when the interval first has to wait (never for one made by
+    /// [`Timer::try_interval`], which took its slot when it was made).
     ///
     /// # Examples
     ///
@@ -506,6 +584,19 @@ impl Interval {
             *current = false;
         }
         tick
+    }
+
+    /// Registers the interval's wheel entry for `self.next` now, before any poll, with a
+    /// placeholder waker (the first poll that waits puts its own in): the slot is taken for
+    /// the interval's life.
+    fn file_now(&mut self) -> Result<(), TimerError> {
+        let placeholder = futures::task::noop_waker();
+        let key = self
+            .shard()
+            .register_persistent_at(self.next, placeholder.clone())?;
+        self.wait = Wait::Filed { key, current: true };
+        self.waker = Some(placeholder);
+        Ok(())
     }
 
     /// Registers the interval's wheel entry for `self.next` (the first wait).

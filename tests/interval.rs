@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use tokio::time::{self, Instant};
 use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
-use tokio_timing_wheel::{interval, interval_at, Interval, MissedTickBehavior, Timer};
+use tokio_timing_wheel::{interval, interval_at, Interval, MissedTickBehavior, Timer, TimerError};
 
 mod common;
 use common::alloc::allocations;
@@ -543,6 +543,78 @@ async fn a_full_timer_panics_when_the_interval_first_waits() {
     assert_ready!(poll_next(&mut i), "the first tick needs no slot");
     let err = catch_unwind(AssertUnwindSafe(|| poll_next(&mut i))).unwrap_err();
     assert!(panic_message(&*err).contains("timer is full"));
+}
+
+/// `try_interval` takes the interval's slot at once and keeps it for life: a full timer is an
+/// error at creation, never a panic at a later poll, and the ticks are those of `interval`.
+#[tokio::test(start_paused = true)]
+async fn try_interval_takes_its_slot_at_once_and_ticks_as_interval_does() {
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let start = Instant::now();
+    let mut i = task::spawn(timer.try_interval(ms(10)).unwrap());
+    assert_eq!(timer.pending(), 1, "the slot, before any poll");
+    assert_eq!(
+        timer.try_interval(ms(10)).unwrap_err(),
+        TimerError::Full { max_pending: 1 }
+    );
+    assert_eq!(
+        timer.try_interval_at(start + ms(5), ms(10)).unwrap_err(),
+        TimerError::Full { max_pending: 1 }
+    );
+    assert_ready_eq!(poll_next(&mut i), start, "the first tick at once");
+    for n in 1..=5u32 {
+        assert_pending!(poll_next(&mut i));
+        step(ms(10)).await;
+        assert!(i.is_woken(), "tick {n}");
+        assert_ready_eq!(poll_next(&mut i), start + ms(10) * n);
+        assert_eq!(timer.pending(), 1, "the same slot, tick {n}");
+        assert!(timer.try_sleep(ms(1)).is_err(), "still full at tick {n}");
+    }
+    drop(i);
+    assert_eq!(timer.pending(), 0, "dropped: the slot is free");
+    assert!(timer.try_interval(ms(10)).is_ok());
+}
+
+/// A `try_interval_at` polled before its start waits for it and is woken there; one first
+/// polled after its start (its entry fired with no task to wake) has the tick at once; reset
+/// before any poll, it ticks at the new instant. On a shut-down timer it is an error; one made
+/// before the shutdown goes on, on Tokio's timer, as any interval.
+#[tokio::test(start_paused = true)]
+async fn try_interval_at_waits_for_its_start_resets_and_outlives_a_shutdown() {
+    let timer = Timer::builder().max_pending(4).build().unwrap();
+    let start = Instant::now() + ms(50);
+    let mut i = task::spawn(timer.try_interval_at(start, ms(10)).unwrap());
+    let mut late = task::spawn(timer.try_interval_at(start, ms(10)).unwrap());
+    step(ms(20)).await;
+    assert_pending!(poll_next(&mut i));
+    step(ms(30)).await;
+    assert!(i.is_woken());
+    assert_ready_eq!(poll_next(&mut i), start);
+    step(ms(5)).await;
+    assert_ready_eq!(
+        poll_next(&mut late),
+        start,
+        "its first poll, 5 ms after the start"
+    );
+    drop((i, late));
+
+    let now = Instant::now();
+    let mut j = task::spawn(timer.try_interval_at(now + ms(100), ms(10)).unwrap());
+    j.reset_at(now + ms(20));
+    assert_pending!(poll_next(&mut j));
+    step(ms(20)).await;
+    assert!(j.is_woken());
+    assert_ready_eq!(poll_next(&mut j), now + ms(20));
+
+    timer.shutdown();
+    assert_eq!(
+        timer.try_interval(ms(10)).unwrap_err(),
+        TimerError::Shutdown
+    );
+    assert_pending!(poll_next(&mut j));
+    step(ms(10)).await;
+    assert!(j.is_woken(), "on Tokio's timer after the shutdown");
+    assert_ready_eq!(poll_next(&mut j), now + ms(30));
 }
 
 #[tokio::test(start_paused = true)]
