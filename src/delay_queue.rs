@@ -910,8 +910,11 @@ impl<T> DelayQueue<T> {
                     let mut sleep = Pin::new(sleep);
                     if sleep.deadline() != at {
                         // Later: re-registered now, as a lazy reset would wake the task at
-                        // the old deadline with nothing due.
-                        if at > sleep.deadline() {
+                        // the old deadline with nothing due. Not on a timer with a limit,
+                        // whose reset moves the entry at once and keeps its slot: filed
+                        // again, it would give the slot up in between (to a waker dropped
+                        // then, say), and could find the timer full.
+                        if at > sleep.deadline() && !sleep.shard().is_bounded() {
                             sleep.disarm();
                         }
                         sleep.as_mut().reset(at);

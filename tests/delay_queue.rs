@@ -1140,3 +1140,59 @@ async fn an_empty_queue_answers_none_even_out_of_budget() {
         "an item out of budget waits for the task's next turn"
     );
 }
+
+/// On a timer with `max_pending`, the queue's one registration keeps its slot when the first
+/// deadline moves later: it used to be taken off the wheel and filed again, and a waker
+/// dropped in between (the one the queue was last polled with before) could take the freed
+/// slot, so the queue's own poll then panicked on a timer it had been within.
+#[tokio::test(start_paused = true)]
+async fn the_queue_keeps_its_slot_when_its_first_deadline_moves_later() {
+    use std::sync::{Arc, Mutex};
+    use std::task::{Wake, Waker};
+    use tokio_timing_wheel::Sleep;
+
+    /// A waker whose destructor registers a sleep on the timer (taking any free slot).
+    struct TakesASlot {
+        timer: Timer,
+        taken: Arc<Mutex<Vec<Sleep>>>,
+    }
+    impl Wake for TakesASlot {
+        fn wake(self: Arc<Self>) {}
+    }
+    impl Drop for TakesASlot {
+        fn drop(&mut self) {
+            if let Ok(sleep) = self.timer.try_sleep(Duration::from_secs(3600)) {
+                self.taken.lock().unwrap().push(sleep);
+            }
+        }
+    }
+
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let taken = Arc::new(Mutex::new(Vec::new()));
+    let mut q = timer.delay_queue();
+    let key = q.insert("x", ms(10));
+    let first = Waker::from(Arc::new(TakesASlot {
+        timer: timer.clone(),
+        taken: taken.clone(),
+    }));
+    assert!(q
+        .poll_expired(&mut Context::from_waker(&first))
+        .is_pending());
+    assert_eq!(timer.pending(), 1, "the queue's slot");
+    drop(first); // the queue and the wheel hold the last clones
+    q.reset(&key, ms(50));
+    let mut q = task::spawn(q);
+    let polled = catch_unwind(AssertUnwindSafe(|| q.poll_next()));
+    assert!(polled.is_ok(), "the queue's poll panicked");
+    assert_pending!(polled.unwrap());
+    assert!(
+        taken.lock().unwrap().is_empty(),
+        "the queue's slot was taken"
+    );
+    step(ms(10)).await;
+    assert!(!q.is_woken(), "woken at the old deadline with nothing due");
+    assert_pending!(q.poll_next());
+    step(ms(40)).await;
+    assert!(q.is_woken());
+    assert_eq!(assert_ready!(q.poll_next()).unwrap().into_inner(), "x");
+}
