@@ -163,7 +163,9 @@ impl Timer {
     /// Like [`interval`](Timer::interval), but takes the interval's one timer slot now and
     /// returns an error when the timer is full or shut down: on a timer built with
     /// [`max_pending`](crate::Builder::max_pending) the interval then never panics for want of
-    /// a slot, as it holds its slot for its whole life.
+    /// a slot, as it holds its slot for its whole life. Its entry is in the wheel from then
+    /// on, as a [`try_sleep`](Timer::try_sleep)'s is: in paused time, an idle runtime's clock
+    /// advances to its next tick even before it is first polled.
     ///
     /// # Errors
     ///

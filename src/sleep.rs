@@ -211,7 +211,9 @@ impl Sleep {
                 .register(self.deadline, false, noop_waker_ref())?
             {
                 Outcome::Pending => State::Registered { moved: false },
-                Outcome::Due | Outcome::Moved => State::Elapsed,
+                // Due by a later look at the clock or the wheel's time (the deadline passed
+                // since the check above): not elapsed until polled either.
+                Outcome::Due | Outcome::Moved => State::Idle { check_clock: true },
                 Outcome::Shutdown => return Err(TimerError::Shutdown),
             },
         )
