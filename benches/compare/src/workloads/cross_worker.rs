@@ -140,6 +140,12 @@ fn pairs_for(workers: usize) -> usize {
     (workers / 2).max(1)
 }
 
+/// How many timeouts fire when each of `pairs` producers makes `per_producer`: each producer
+/// counts from 0 and makes every `FIRE_EVERY`-th one fire, its first included.
+fn expected_fired(pairs: usize, per_producer: usize) -> usize {
+    pairs * per_producer.div_ceil(FIRE_EVERY)
+}
+
 /// Registered timeouts on their way from a producer to its consumer, each with whether it is
 /// one that fires, tagged with the thread that registered them.
 type Batch<F> = (ThreadId, Vec<(Pin<Box<F>>, bool)>);
@@ -292,7 +298,7 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         .median(0);
     let ours = reps[1].as_ref().expect("ours is always measured").medians();
     let cost = |rate: f64| (1e9 / rate - 1e9 / baseline).max(0.0);
-    let expected_fired = handled.div_ceil(FIRE_EVERY);
+    let expected_fired = expected_fired(pairs, handled / pairs);
     let rows: Vec<Vec<String>> = SYSTEMS
         .iter()
         .zip(&reps)
@@ -374,4 +380,25 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         &rate(tokio),
         &ratio(floor, tokio, true),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{expected_fired, FIRE_EVERY};
+
+    /// The table's "expected" is what the producers' own rule (`k % FIRE_EVERY == 0`, `k` per
+    /// producer) makes fire, also when a producer's share is not a multiple of `FIRE_EVERY`
+    /// (16 workers: 8 producers of 124,992 each fire 100,000, not a tenth of 999,936).
+    #[test]
+    fn expected_fired_counts_per_producer() {
+        for (pairs, per_producer) in [(1, 1_000_000), (8, 124_992), (8, 4_992), (3, 7), (1, 1)] {
+            let by_rule = (0..per_producer).filter(|k| k % FIRE_EVERY == 0).count() * pairs;
+            assert_eq!(
+                expected_fired(pairs, per_producer),
+                by_rule,
+                "{pairs} x {per_producer}"
+            );
+        }
+        assert_eq!(expected_fired(8, 124_992), 100_000);
+    }
 }
