@@ -58,7 +58,11 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
+use std::sync::Arc;
+
 use crate::clock::{deadline_after, far_future, Clock};
+use crate::driver::shard::Shard;
+use crate::error::TimerError;
 use crate::fallback::TokioSleep;
 use crate::sleep::Sleep;
 use crate::timer::Timer;
@@ -92,7 +96,8 @@ const WHEEL_SIZE: usize = 64;
 /// [`poll_expired`](DelayQueue::poll_expired) (and the stream) panics if it has to wait and
 /// the queue, made by [`new`](DelayQueue::new), finds no Tokio runtime with a time driver on
 /// the thread (the default timer is looked up then), or if the queue's timer was built with
-/// [`max_pending`](crate::Builder::max_pending) and is full. If the timer shuts down, the
+/// [`max_pending`](crate::Builder::max_pending) and is full ([`Timer::try_delay_queue`]
+/// takes the queue's slot when it is made, or returns the error). If the timer shuts down, the
 /// queue waits on Tokio's own timer from then on, rather than stopping: the timer's
 /// runtime's while it lives; once that runtime has shut down, the Tokio timer of the runtime
 /// current where the queue is polled (so polling it outside any runtime then panics, as
@@ -154,8 +159,89 @@ enum HeadSleep {
     /// The current runtime's default timer, not looked up yet.
     Default,
     Wheel(Sleep),
+    /// A queue made by [`Timer::try_delay_queue`]: a persistent entry holding its timer slot
+    /// for the queue's life.
+    Reserved(Reserved),
     /// The timer shut down: Tokio's timer stands in.
     Tokio(TokioSleep),
+}
+
+/// The alarm of a queue made by [`Timer::try_delay_queue`]: a persistent wheel entry, as an
+/// `Interval`'s, filed when the queue is made. When it fires it parks, keeping its key and
+/// its `max_pending` slot; a poll that waits files it again, and an empty queue parks it past
+/// the horizon, where it waits for nothing. Only a shutdown (or the queue's drop) takes it.
+#[derive(Debug)]
+struct Reserved {
+    shard: Arc<Shard>,
+    key: wheel::Key,
+    /// The instant the entry is filed for; `None`: past the horizon, or parked after firing
+    /// for an instant the queue has since been told has come.
+    filed_for: Option<Instant>,
+    /// The waker the entry holds (a no-op placeholder until a poll waits).
+    waker: Waker,
+}
+
+impl Reserved {
+    /// Takes the slot: files the entry past the horizon.
+    fn file(shard: Arc<Shard>) -> Result<Reserved, TimerError> {
+        let waker = futures::task::noop_waker();
+        let key = shard.register_persistent_unreachable(waker.clone())?;
+        Ok(Reserved {
+            shard,
+            key,
+            filed_for: None,
+            waker,
+        })
+    }
+
+    /// Waits for `at`: `Ready` once the entry has fired for it. `None` if the timer shut
+    /// down (the entry is then drained, or about to be).
+    fn poll_until(&mut self, at: Instant, cx: &mut Context<'_>) -> Option<Poll<()>> {
+        if self.shard.is_shutdown() {
+            return None;
+        }
+        let same_waker = self.waker.will_wake(cx.waker());
+        if self.filed_for != Some(at) {
+            // Filed for another instant, or parked: file it for `at`, with this task's
+            // waker (a deadline already reached fires on the next pass).
+            if !self
+                .shard
+                .reschedule_persistent_at(self.key, at, cx.waker())
+            {
+                return None;
+            }
+            self.filed_for = Some(at);
+        } else {
+            match self.shard.poll_persistent(self.key, cx.waker()) {
+                Some(false) => {}
+                Some(true) => {
+                    // Fired for `at`, and parked: its waker is spent. The next wait files
+                    // it again, even for the same instant.
+                    self.filed_for = None;
+                    return Some(Poll::Ready(()));
+                }
+                None => return None,
+            }
+        }
+        if !same_waker {
+            self.waker = cx.waker().clone();
+        }
+        Some(Poll::Pending)
+    }
+
+    /// Nothing to wait for: parks the entry past the horizon, keeping the slot. (A shutdown
+    /// that took it is noticed by the next poll.)
+    fn disarm(&mut self) {
+        if self.filed_for.take().is_some() {
+            self.shard.park_persistent(self.key, &self.waker);
+        }
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        self.shard.cancel(self.key);
+    }
 }
 
 /// A handle to an item of a [`DelayQueue`], returned by the inserts.
@@ -880,6 +966,8 @@ impl<T> DelayQueue<T> {
         let shard = match &self.alarm {
             HeadSleep::Default => return,
             HeadSleep::Wheel(sleep) => sleep.shard().clone(),
+            // Its slot is given back (the queue's drop would give it back anyway).
+            HeadSleep::Reserved(alarm) => alarm.shard.clone(),
             HeadSleep::Tokio(sleep) => sleep.shard().clone(),
         };
         // Its deadline is set by the next poll (`poll_until`).
@@ -930,6 +1018,15 @@ impl<T> DelayQueue<T> {
                     let shard = sleep.shard().clone();
                     self.alarm = HeadSleep::Tokio(TokioSleep::new(at, &shard));
                 }
+                HeadSleep::Reserved(alarm) => match alarm.poll_until(at, cx) {
+                    Some(poll) => return poll,
+                    // Shut down: wait on Tokio's timer, as a `Sleep` cut short does (the
+                    // entry, and its slot, go with the alarm).
+                    None => {
+                        let shard = alarm.shard.clone();
+                        self.alarm = HeadSleep::Tokio(TokioSleep::new(at, &shard));
+                    }
+                },
                 HeadSleep::Tokio(sleep) => return sleep.poll_until(at, cx),
             }
         }
@@ -937,8 +1034,10 @@ impl<T> DelayQueue<T> {
 
     /// Removes the timer registration (nothing to wait for).
     fn disarm(&mut self) {
-        if let HeadSleep::Wheel(sleep) = &mut self.alarm {
-            sleep.disarm();
+        match &mut self.alarm {
+            HeadSleep::Wheel(sleep) => sleep.disarm(),
+            HeadSleep::Reserved(alarm) => alarm.disarm(),
+            HeadSleep::Default | HeadSleep::Tokio(_) => {}
         }
         self.armed = u64::MAX;
     }
@@ -1037,6 +1136,75 @@ impl Timer {
     pub fn delay_queue_with_capacity<T>(&self, capacity: usize) -> DelayQueue<T> {
         let sleep = Sleep::new(self.shard().clone(), Instant::now());
         DelayQueue::with_alarm(HeadSleep::Wheel(sleep), capacity)
+    }
+
+    /// Like [`delay_queue`](Timer::delay_queue), but takes the queue's one timer slot now and
+    /// returns an error when the timer is full or shut down: on a timer built with
+    /// [`max_pending`](crate::Builder::max_pending) the queue then never panics for want of a
+    /// slot, as it holds its slot for its whole life, empty or not (a queue from
+    /// `delay_queue` takes a slot only while a poll waits, and panics if it finds none).
+    ///
+    /// If the timer shuts down, the queue gives its slot back and waits on Tokio's timer from
+    /// then on, as any queue does (see [`DelayQueue`], "Panics"); so it does if it is polled
+    /// by a paused clock behind the timer's (Tokio's `test-util`, several runtimes).
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::Full`] if the timer has `max_pending` timers pending;
+    /// [`TimerError::Shutdown`] if it has shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futures::StreamExt;
+    /// use tokio_timing_wheel::{Timer, TimerError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::builder().max_pending(1).build().unwrap();
+    /// let mut leases = timer.try_delay_queue().unwrap();
+    /// assert_eq!(timer.pending(), 1, "its slot, taken at once");
+    /// let full = timer.try_sleep(Duration::from_secs(1));
+    /// assert_eq!(full.unwrap_err(), TimerError::Full { max_pending: 1 });
+    /// leases.insert("a", Duration::from_secs(10));
+    /// assert_eq!(leases.next().await.unwrap().into_inner(), "a");
+    /// assert_eq!(timer.pending(), 1, "kept while the queue is empty");
+    /// drop(leases);
+    /// assert_eq!(timer.pending(), 0);
+    /// # }
+    /// ```
+    pub fn try_delay_queue<T>(&self) -> Result<DelayQueue<T>, TimerError> {
+        self.try_delay_queue_with_capacity(0)
+    }
+
+    /// Like [`delay_queue_with_capacity`](Timer::delay_queue_with_capacity), but takes the
+    /// queue's one timer slot now (see [`try_delay_queue`](Timer::try_delay_queue)).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_delay_queue`](Timer::try_delay_queue).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tokio_timing_wheel::{Timer, TimerError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::builder().max_pending(1).build().unwrap();
+    /// let queue = timer.try_delay_queue_with_capacity::<u64>(100).unwrap();
+    /// assert!(queue.capacity() >= 100);
+    /// let second = timer.try_delay_queue_with_capacity::<u64>(100);
+    /// assert_eq!(second.unwrap_err(), TimerError::Full { max_pending: 1 });
+    /// # }
+    /// ```
+    pub fn try_delay_queue_with_capacity<T>(
+        &self,
+        capacity: usize,
+    ) -> Result<DelayQueue<T>, TimerError> {
+        let alarm = Reserved::file(self.shard().clone())?;
+        Ok(DelayQueue::with_alarm(HeadSleep::Reserved(alarm), capacity))
     }
 }
 

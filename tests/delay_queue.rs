@@ -1048,9 +1048,15 @@ async fn an_item_left_due_does_not_overtake_an_earlier_deadline_inserted_since()
 /// on a runtime whose clock is an hour ahead of the one it is polled on sees its alarm go off
 /// at once, long before its item is due by the clock it reads: it then waits on the current
 /// runtime's Tokio timer, rather than spin (the poll looped for ever), and hands the item out
-/// on time by that clock.
+/// on time by that clock. The same for a queue that holds its slot (`try_delay_queue`).
 #[test]
 fn an_alarm_on_a_clock_ahead_of_the_queues_neither_spins_nor_hands_out_early() {
+    for reserved in [false, true] {
+        alarm_on_a_clock_ahead(reserved);
+    }
+}
+
+fn alarm_on_a_clock_ahead(reserved: bool) {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let ahead = paused_runtime();
@@ -1058,7 +1064,11 @@ fn an_alarm_on_a_clock_ahead_of_the_queues_neither_spins_nor_hands_out_early() {
         let timer = ahead.block_on(async { Timer::builder().build().unwrap() });
         let polled = paused_runtime();
         let waited = polled.block_on(async {
-            let mut q = timer.delay_queue();
+            let mut q = if reserved {
+                timer.try_delay_queue().unwrap()
+            } else {
+                timer.delay_queue()
+            };
             let start = Instant::now();
             q.insert("a", ms(300));
             assert_eq!(q.next().await.unwrap().into_inner(), "a");
@@ -1068,8 +1078,8 @@ fn an_alarm_on_a_clock_ahead_of_the_queues_neither_spins_nor_hands_out_early() {
     });
     let waited = rx
         .recv_timeout(Duration::from_secs(20))
-        .expect("the queue's poll must neither spin nor hang");
-    assert_eq!(waited, ms(300), "on time by the clock the queue reads");
+        .unwrap_or_else(|_| panic!("reserved {reserved}: the queue's poll spun or hung"));
+    assert_eq!(waited, ms(300), "reserved {reserved}: on time by its clock");
 }
 
 /// After an idle spell the timer's wheel time is that of its last pass, so the queue's
@@ -1195,4 +1205,201 @@ async fn the_queue_keeps_its_slot_when_its_first_deadline_moves_later() {
     step(ms(40)).await;
     assert!(q.is_woken());
     assert_eq!(assert_ready!(q.poll_next()).unwrap().into_inner(), "x");
+}
+
+/// `Timer::try_delay_queue` takes the queue's one slot when the queue is made and keeps it,
+/// empty or not, until the queue is dropped: a full timer answers an error there, never a
+/// panic at a later poll.
+#[tokio::test(start_paused = true)]
+async fn a_try_delay_queue_takes_its_slot_at_once_and_keeps_it_for_life() {
+    use tokio_timing_wheel::TimerError;
+
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let mut q = task::spawn(timer.try_delay_queue::<&str>().unwrap());
+    assert_eq!(timer.pending(), 1, "taken when the queue is made");
+    let full = TimerError::Full { max_pending: 1 };
+    assert_eq!(timer.try_delay_queue::<u8>().unwrap_err(), full);
+    assert_eq!(timer.try_sleep(ms(1)).unwrap_err(), full);
+
+    let now = Instant::now();
+    q.insert_at("a", now + ms(10));
+    q.insert_at("b", now + ms(10));
+    q.insert_at("c", now + ms(30));
+    assert_pending!(poll!(q));
+    step(ms(9)).await;
+    assert!(!q.is_woken());
+    step(ms(1)).await;
+    assert!(q.is_woken());
+    let mut first = vec![
+        assert_ready_some!(poll!(q)).into_inner(),
+        assert_ready_some!(poll!(q)).into_inner(),
+    ];
+    first.sort();
+    assert_eq!(first, ["a", "b"]);
+    assert_pending!(poll!(q));
+    assert_eq!(timer.try_sleep(ms(1)).unwrap_err(), full, "between items");
+    step(ms(20)).await;
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "c");
+    assert!(assert_ready!(poll!(q)).is_none());
+    assert_eq!(timer.pending(), 1, "kept while the queue is empty");
+    assert_eq!(timer.try_sleep(ms(1)).unwrap_err(), full);
+
+    // Emptied while a poll waits: the entry waits for nothing, and wakes nobody.
+    let key = q.insert("d", ms(5));
+    assert_pending!(poll!(q));
+    q.remove(&key);
+    assert!(
+        q.is_woken(),
+        "removing the last item wakes the waiting task"
+    );
+    assert!(assert_ready!(poll!(q)).is_none());
+    step(ms(50)).await;
+    assert!(!q.is_woken(), "woken with nothing in the queue");
+    assert_eq!(timer.pending(), 1);
+
+    // Refilled, it waits again in the same slot.
+    q.insert("e", ms(5));
+    assert_pending!(poll!(q));
+    step(ms(5)).await;
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "e");
+
+    drop(q);
+    assert_eq!(timer.pending(), 0, "the drop gives the slot back");
+    assert!(timer.try_delay_queue::<u8>().is_ok());
+}
+
+/// Made on a shut-down timer, `try_delay_queue` answers the error; shut down under a queue,
+/// the queue gives its slot back and goes on on Tokio's timer, on time, as any queue does.
+#[tokio::test(start_paused = true)]
+async fn a_try_delay_queue_goes_on_after_a_shutdown() {
+    use tokio_timing_wheel::TimerError;
+
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let mut q = task::spawn(timer.try_delay_queue().unwrap());
+    let now = Instant::now();
+    q.insert_at("a", now + ms(10));
+    q.insert_at("b", now + ms(20));
+    assert_pending!(poll!(q));
+    timer.shutdown();
+    settle().await;
+    assert_eq!(timer.pending(), 0);
+    assert_pending!(poll!(q), "the shutdown is not an expiry");
+    settle().await;
+    assert!(!q.is_woken(), "no spin");
+    step(ms(10)).await;
+    assert!(q.is_woken());
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "a");
+    assert_pending!(poll!(q));
+    step(ms(10)).await;
+    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "b");
+    assert_eq!(
+        timer.try_delay_queue::<u8>().unwrap_err(),
+        TimerError::Shutdown
+    );
+}
+
+/// A seeded comparison: a `try_delay_queue` on a one-slot timer against a plain queue on an
+/// unbounded timer, given the same inserts, resets, removes, clears and polls in paused time:
+/// the same items come out at the same instants, each after a wake of the task that waited
+/// for it, and throughout the reserved queue holds its slot (another registration finds the
+/// timer full). `TRY_QUEUE_SEEDS` sets how many scripts run.
+#[test]
+fn a_try_delay_queue_behaves_as_a_plain_one() {
+    use tokio_timing_wheel::TimerError;
+
+    let seeds: u64 = std::env::var("TRY_QUEUE_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    for seed in 0..seeds {
+        let rt = paused_runtime();
+        rt.block_on(async move {
+            let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = move |n: u64| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng % n
+            };
+            let unbounded = Timer::builder().build().unwrap();
+            let bounded = Timer::builder().max_pending(1).build().unwrap();
+            let mut plain = task::spawn(unbounded.delay_queue::<u64>());
+            let mut reserved = task::spawn(bounded.try_delay_queue::<u64>().unwrap());
+            // Live items: (id, the plain queue's key, the reserved queue's key).
+            let mut live: Vec<(u64, Key, Key)> = Vec::new();
+            // Whether the last round of polls ended with the task waiting.
+            let mut was_waiting = false;
+            for id in 0..150u64 {
+                match next(10) {
+                    0..=3 => {
+                        let at = Instant::now() + Duration::from_micros(next(40_000));
+                        live.push((id, plain.insert_at(id, at), reserved.insert_at(id, at)));
+                    }
+                    4 if !live.is_empty() => {
+                        let (_, kp, kr) = live[next(live.len() as u64) as usize];
+                        let at = Instant::now() + Duration::from_micros(next(40_000));
+                        plain.reset_at(&kp, at);
+                        reserved.reset_at(&kr, at);
+                    }
+                    5 if !live.is_empty() => {
+                        let (_, kp, kr) = live.swap_remove(next(live.len() as u64) as usize);
+                        assert_eq!(
+                            plain.remove(&kp).into_inner(),
+                            reserved.remove(&kr).into_inner()
+                        );
+                    }
+                    6 if next(8) == 0 => {
+                        plain.clear();
+                        reserved.clear();
+                        live.clear();
+                    }
+                    _ => {
+                        step(Duration::from_micros(next(15_000))).await;
+                        let (wp, wr) = (plain.is_woken(), reserved.is_woken());
+                        // Poll both until they wait or are empty: the same items, in order.
+                        let mut got = Vec::new();
+                        let waiting;
+                        loop {
+                            match (poll!(plain), poll!(reserved)) {
+                                (Poll::Ready(Some(p)), Poll::Ready(Some(r))) => {
+                                    assert_eq!(
+                                        (p.get_ref(), p.deadline()),
+                                        (r.get_ref(), r.deadline()),
+                                        "seed {seed}"
+                                    );
+                                    live.retain(|(i, _, _)| i != p.get_ref());
+                                    got.push(p.deadline());
+                                }
+                                (Poll::Ready(None), Poll::Ready(None)) => {
+                                    waiting = false;
+                                    break;
+                                }
+                                (Poll::Pending, Poll::Pending) => {
+                                    waiting = true;
+                                    break;
+                                }
+                                (p, r) => panic!("seed {seed}: plain {p:?}, reserved {r:?}"),
+                            }
+                        }
+                        assert_eq!(wp, wr, "seed {seed}: woken differently");
+                        if let (true, false, Some(&first)) = (was_waiting, wp, got.first()) {
+                            // An item came out to a task that waited and was not woken: only
+                            // because the poll came before the wake could (the timer wakes
+                            // within its 1 ms tick, plus Tokio's 1 ms rounding of the alarm).
+                            let late = Instant::now() - first;
+                            assert!(late < ms(2), "seed {seed}: not woken, {late:?} after");
+                        }
+                        was_waiting = waiting;
+                    }
+                }
+                assert_eq!(
+                    bounded.try_sleep(ms(1)).unwrap_err(),
+                    TimerError::Full { max_pending: 1 },
+                    "seed {seed}: the slot was given up"
+                );
+            }
+        });
+    }
 }

@@ -484,6 +484,19 @@ impl Shard {
         self.register_persistent(units, waker)
     }
 
+    /// Files a persistent entry (see [`Shard::register_persistent`]) that waits for nothing
+    /// yet: past the horizon, in no bucket, holding its key and its `max_pending` slot until
+    /// it is filed for a deadline or cancelled.
+    pub(crate) fn register_persistent_unreachable(&self, waker: Waker) -> Result<Key, TimerError> {
+        self.register_persistent(u64::MAX, waker)
+    }
+
+    /// Moves a persistent entry (parked or waiting) past the horizon, where it waits for
+    /// nothing and keeps its slot; `false` if a shutdown took it.
+    pub(crate) fn park_persistent(&self, key: Key, waker: &Waker) -> bool {
+        self.reschedule_persistent(key, u64::MAX, waker)
+    }
+
     /// Moves a pending entry to `deadline` (see [`Shard::reschedule`]); `false` if it fired.
     #[inline]
     pub(crate) fn reschedule_at(&self, key: Key, deadline: Instant) -> bool {
