@@ -230,11 +230,16 @@ impl Reserved {
     }
 
     /// Nothing to wait for: parks the entry past the horizon, keeping the slot. (A shutdown
-    /// that took it is noticed by the next poll.)
+    /// that took it is noticed by the next poll.) It keeps no task's waker there, as a plain
+    /// queue's timer keeps none: the task that waited last is not held alive by the timer,
+    /// and a shutdown wakes nobody.
     fn disarm(&mut self) {
+        let noop = futures::task::noop_waker();
         if self.filed_for.take().is_some() {
-            self.shard.park_persistent(self.key, &self.waker);
+            self.shard.park_persistent(self.key, &noop);
         }
+        // (Parked after firing, the entry holds a no-op already.)
+        self.waker = noop;
     }
 }
 

@@ -1403,3 +1403,58 @@ fn a_try_delay_queue_behaves_as_a_plain_one() {
         });
     }
 }
+
+/// Once a `try_delay_queue` has nothing to wait for (emptied, or cleared), its timer entry
+/// waits past the horizon holding no task's waker, as a plain queue's timer holds none: the
+/// task that last waited is not kept alive by the timer, and a shutdown then wakes nobody.
+#[tokio::test(start_paused = true)]
+async fn a_try_delay_queue_with_nothing_to_wait_for_holds_no_waker() {
+    use common::CountingWaker;
+    use std::sync::Arc;
+    use std::task::Waker;
+
+    for reserved in [false, true] {
+        let timer = Timer::builder().max_pending(1).build().unwrap();
+        let mut q = if reserved {
+            timer.try_delay_queue().unwrap()
+        } else {
+            timer.delay_queue()
+        };
+        let first = Arc::new(CountingWaker::default());
+        let second = Arc::new(CountingWaker::default());
+        let (w1, w2) = (Waker::from(first.clone()), Waker::from(second.clone()));
+        // The first task waits for the item, is woken and takes it out.
+        q.insert("a", ms(10));
+        assert!(q.poll_expired(&mut Context::from_waker(&w1)).is_pending());
+        step(ms(10)).await;
+        assert_eq!(first.count(), 1, "reserved {reserved}");
+        let item = q.poll_expired(&mut Context::from_waker(&w1));
+        assert!(matches!(item, Poll::Ready(Some(_))));
+        drop(w1);
+        // The queue moves to a second task, which finds it empty.
+        let mut cx2 = Context::from_waker(&w2);
+        assert!(matches!(q.poll_expired(&mut cx2), Poll::Ready(None)));
+        assert_eq!(
+            Arc::strong_count(&first),
+            1,
+            "reserved {reserved}: the first task's waker is still held"
+        );
+        // Cleared while the second waits: then nothing holds its waker but the queue.
+        q.insert("b", ms(10));
+        assert!(q.poll_expired(&mut cx2).is_pending());
+        let woken = second.count();
+        q.clear();
+        assert_eq!(
+            second.count(),
+            woken + 1,
+            "reserved {reserved}: the clear wakes it"
+        );
+        timer.shutdown();
+        settle().await;
+        assert_eq!(
+            second.count(),
+            woken + 1,
+            "reserved {reserved}: a shutdown woke a queue with nothing to wait for"
+        );
+    }
+}
