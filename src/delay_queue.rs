@@ -877,7 +877,8 @@ impl<T> DelayQueue<T> {
     /// If it has to wait and the queue (made by [`new`](DelayQueue::new) or
     /// [`with_capacity`](DelayQueue::with_capacity)) finds no Tokio runtime with a time driver
     /// on this thread; or if the queue's timer was built with
-    /// [`max_pending`](crate::Builder::max_pending) and is full.
+    /// [`max_pending`](crate::Builder::max_pending) and is full (never for a queue made by
+    /// [`Timer::try_delay_queue`], which holds its slot).
     ///
     /// # Examples
     ///

@@ -132,8 +132,11 @@ impl Timer {
     /// Number of timers currently registered in the wheel: sleeps and timeouts that have been
     /// polled (or made by a `try_*` method, which takes the slot at once) and not yet fired
     /// or dropped, delayed tasks not yet started or cancelled, one for each
-    /// [`Interval`](crate::Interval) from its first wait until it is dropped (between ticks
-    /// too), and one for each [`DelayQueue`](crate::DelayQueue) waiting, whatever it holds.
+    /// [`Interval`](crate::Interval) from its first wait (or, made by
+    /// [`try_interval`](Timer::try_interval), from the start) until it is dropped (between
+    /// ticks too), and one for each [`DelayQueue`](crate::DelayQueue) waiting, whatever it
+    /// holds, or, made by [`try_delay_queue`](Timer::try_delay_queue), from the start until
+    /// it is dropped, empty or not.
     ///
     /// A count at one instant, even while other threads register and cancel: it never exceeds
     /// [`max_pending`](crate::Builder::max_pending). (Takes every shard's lock at once, briefly.)
