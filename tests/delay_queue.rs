@@ -1458,3 +1458,95 @@ async fn a_try_delay_queue_with_nothing_to_wait_for_holds_no_waker() {
         );
     }
 }
+
+/// The seeded comparison of `a_try_delay_queue_behaves_as_a_plain_one`, with two tasks polling
+/// each queue by turns, deadlines in the past and beyond the horizon, `compact` and
+/// `shrink_to_fit`: the same items at the same instants, the same tasks woken, the slot held.
+#[test]
+fn a_try_delay_queue_polled_by_two_tasks_behaves_as_a_plain_one() {
+    use tokio_timing_wheel::TimerError;
+
+    for seed in 0..40u64 {
+        let rt = paused_runtime();
+        rt.block_on(async move {
+            let mut rng = common::XorShift::new(seed);
+            let mut next = move |n: u64| rng.below(n);
+            let unbounded = Timer::builder().build().unwrap();
+            let bounded = Timer::builder().max_pending(1).build().unwrap();
+            let mut plain = unbounded.delay_queue::<u64>();
+            let mut reserved = bounded.try_delay_queue::<u64>().unwrap();
+            let mut tasks_p = [task::spawn(()), task::spawn(())];
+            let mut tasks_r = [task::spawn(()), task::spawn(())];
+            let mut live: Vec<(u64, Key, Key)> = Vec::new();
+            for id in 0..200u64 {
+                let when = |next: &mut dyn FnMut(u64) -> u64| match next(12) {
+                    0 => Instant::now() - Duration::from_micros(next(5000)),
+                    1 => Instant::now() + 600 * YEAR,
+                    2 => Instant::now() + Duration::from_secs(3600),
+                    _ => Instant::now() + Duration::from_micros(next(40_000)),
+                };
+                match next(14) {
+                    0..=3 => {
+                        let at = when(&mut next);
+                        live.push((id, plain.insert_at(id, at), reserved.insert_at(id, at)));
+                    }
+                    4 | 5 if !live.is_empty() => {
+                        let (_, kp, kr) = live[next(live.len() as u64) as usize];
+                        let at = when(&mut next);
+                        plain.reset_at(&kp, at);
+                        reserved.reset_at(&kr, at);
+                    }
+                    6 if !live.is_empty() => {
+                        let (_, kp, kr) = live.swap_remove(next(live.len() as u64) as usize);
+                        assert_eq!(
+                            plain.remove(&kp).into_inner(),
+                            reserved.remove(&kr).into_inner()
+                        );
+                    }
+                    7 if next(8) == 0 => {
+                        plain.clear();
+                        reserved.clear();
+                        live.clear();
+                    }
+                    8 => {
+                        plain.compact();
+                        reserved.compact();
+                    }
+                    9 => {
+                        plain.shrink_to_fit();
+                        reserved.shrink_to_fit();
+                    }
+                    _ => {
+                        step(Duration::from_micros(next(15_000))).await;
+                        let woken_p: Vec<bool> = tasks_p.iter().map(|t| t.is_woken()).collect();
+                        let woken_r: Vec<bool> = tasks_r.iter().map(|t| t.is_woken()).collect();
+                        assert_eq!(woken_p, woken_r, "seed {seed}: woken differently");
+                        let t = next(2) as usize;
+                        loop {
+                            let p = tasks_p[t].enter(|cx, _| plain.poll_expired(cx));
+                            let r = tasks_r[t].enter(|cx, _| reserved.poll_expired(cx));
+                            match (p, r) {
+                                (Poll::Ready(Some(p)), Poll::Ready(Some(r))) => {
+                                    assert_eq!(
+                                        (p.get_ref(), p.deadline()),
+                                        (r.get_ref(), r.deadline()),
+                                        "seed {seed}"
+                                    );
+                                    live.retain(|(i, _, _)| i != p.get_ref());
+                                }
+                                (Poll::Ready(None), Poll::Ready(None))
+                                | (Poll::Pending, Poll::Pending) => break,
+                                (p, r) => panic!("seed {seed}: plain {p:?}, reserved {r:?}"),
+                            }
+                        }
+                    }
+                }
+                assert_eq!(
+                    bounded.try_sleep(ms(1)).unwrap_err(),
+                    TimerError::Full { max_pending: 1 },
+                    "seed {seed}: the slot was given up"
+                );
+            }
+        });
+    }
+}
