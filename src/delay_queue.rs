@@ -52,13 +52,12 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::Stream;
 use tokio::time::Instant;
-
-use std::sync::Arc;
 
 use crate::clock::{deadline_after, far_future, Clock};
 use crate::driver::shard::Shard;
