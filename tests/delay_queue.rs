@@ -570,29 +570,56 @@ async fn expiring_items_allocates_nothing() {
     }
 }
 
+/// After its timer shuts down, a queue goes on on Tokio's timer: its items come out on time,
+/// without a spin. The same for a queue that held its slot (`try_delay_queue`), which gives
+/// it back; and `try_delay_queue` on the shut-down timer answers the error.
 #[tokio::test(start_paused = true)]
 async fn after_a_shutdown_items_still_come_out_on_time_without_spinning() {
-    let timer = Timer::builder().build().unwrap();
-    let mut q = task::spawn(timer.delay_queue());
-    let now = Instant::now();
-    q.insert_at("a", now + ms(10));
-    q.insert_at("b", now + ms(20));
-    assert_pending!(poll!(q));
-    timer.shutdown();
-    settle().await;
-    assert_pending!(poll!(q), "the shutdown is not an expiry");
-    settle().await;
-    assert!(
-        !q.is_woken(),
-        "nothing wakes it before the next item: no spin"
-    );
-    step(ms(10)).await;
-    assert!(q.is_woken());
-    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "a");
-    assert_pending!(poll!(q));
-    step(ms(10)).await;
-    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "b");
-    assert!(format!("{:?}", *q).contains("len: 0"));
+    use tokio_timing_wheel::TimerError;
+
+    for reserved in [false, true] {
+        let (timer, queue) = if reserved {
+            let timer = Timer::builder().max_pending(1).build().unwrap();
+            let queue = timer.try_delay_queue().unwrap();
+            (timer, queue)
+        } else {
+            let timer = Timer::builder().build().unwrap();
+            let queue = timer.delay_queue();
+            (timer, queue)
+        };
+        let mut q = task::spawn(queue);
+        let now = Instant::now();
+        q.insert_at("a", now + ms(10));
+        q.insert_at("b", now + ms(20));
+        assert_pending!(poll!(q));
+        timer.shutdown();
+        settle().await;
+        assert_eq!(
+            timer.pending(),
+            0,
+            "reserved {reserved}: the slot is given back"
+        );
+        assert_pending!(
+            poll!(q),
+            "reserved {reserved}: the shutdown is not an expiry"
+        );
+        settle().await;
+        assert!(
+            !q.is_woken(),
+            "reserved {reserved}: nothing wakes it before the next item: no spin"
+        );
+        step(ms(10)).await;
+        assert!(q.is_woken(), "reserved {reserved}");
+        assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "a");
+        assert_pending!(poll!(q));
+        step(ms(10)).await;
+        assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "b");
+        assert!(format!("{:?}", *q).contains("len: 0"));
+        assert_eq!(
+            timer.try_delay_queue::<u8>().unwrap_err(),
+            TimerError::Shutdown
+        );
+    }
 }
 
 #[test]
@@ -1268,36 +1295,6 @@ async fn a_try_delay_queue_takes_its_slot_at_once_and_keeps_it_for_life() {
     drop(q);
     assert_eq!(timer.pending(), 0, "the drop gives the slot back");
     assert!(timer.try_delay_queue::<u8>().is_ok());
-}
-
-/// Made on a shut-down timer, `try_delay_queue` answers the error; shut down under a queue,
-/// the queue gives its slot back and goes on on Tokio's timer, on time, as any queue does.
-#[tokio::test(start_paused = true)]
-async fn a_try_delay_queue_goes_on_after_a_shutdown() {
-    use tokio_timing_wheel::TimerError;
-
-    let timer = Timer::builder().max_pending(1).build().unwrap();
-    let mut q = task::spawn(timer.try_delay_queue().unwrap());
-    let now = Instant::now();
-    q.insert_at("a", now + ms(10));
-    q.insert_at("b", now + ms(20));
-    assert_pending!(poll!(q));
-    timer.shutdown();
-    settle().await;
-    assert_eq!(timer.pending(), 0);
-    assert_pending!(poll!(q), "the shutdown is not an expiry");
-    settle().await;
-    assert!(!q.is_woken(), "no spin");
-    step(ms(10)).await;
-    assert!(q.is_woken());
-    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "a");
-    assert_pending!(poll!(q));
-    step(ms(10)).await;
-    assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "b");
-    assert_eq!(
-        timer.try_delay_queue::<u8>().unwrap_err(),
-        TimerError::Shutdown
-    );
 }
 
 /// Once a `try_delay_queue` has nothing to wait for (emptied, or cleared), its timer entry
