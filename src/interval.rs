@@ -388,17 +388,10 @@ enum Wait {
 /// One wheel entry serves the interval for its whole life: registered by the first poll that
 /// has to wait, re-filed in place at each tick (Tokio removes its timer entry at each tick
 /// and registers it again under its driver's lock), removed when the interval is dropped. A
-/// tick allocates nothing and reads the clock once: the poll that completes it does; the
-/// poll that then waits for the next tick only re-files the entry. A tick never completes
-/// before its instant.
-///
-/// That waiting poll reads no clock, so if it comes only after the next tick's instant has
-/// passed (the loop body took longer than a period), the tick completes when the timer's
-/// driver next runs, moments later, rather than on that poll: at once if the tick was due
-/// by the time of the driver's last pass, and always at once where clocks can pause (Tokio's
-/// `test-util`: paused time need not move); otherwise by Tokio's next millisecond, which
-/// batches a running clock's work into one pass per millisecond. The missed ticks after it
-/// (with [`Burst`](MissedTickBehavior::Burst)) then complete at once.
+/// tick allocates nothing; each poll reads the clock once, and the poll that then waits for
+/// the next tick re-files the entry in place. A tick never completes before its instant, and
+/// a tick whose instant has passed when it is polled (the loop body took longer than a
+/// period) completes on that poll, as Tokio's does.
 ///
 /// # Shutdown
 ///
@@ -543,17 +536,20 @@ impl Interval {
         if self.due {
             return Poll::Ready(self.fire(self.now()));
         }
+        // Read on every poll, the one right after a tick included: the loop body may have
+        // overrun the period, and then the tick completes here, as Tokio's does, rather than
+        // when the timer's driver next runs.
+        let now = self.now();
+        if self.next <= now {
+            return Poll::Ready(self.fire(now));
+        }
         if let Wait::Filed {
             key,
             current: false,
         } = self.wait
         {
-            // Just ticked: file the entry for the next tick and wait, reading no clock.
+            // Just ticked: file the entry for the next tick and wait.
             return self.file(key, cx);
-        }
-        let now = self.now();
-        if self.next <= now {
-            return Poll::Ready(self.fire(now));
         }
         match &mut self.wait {
             Wait::Unregistered => self.register(cx),

@@ -33,10 +33,10 @@ const BUCKETS: usize = 32;
 /// that poll comes after its deadline, it is filed, fires on the timer's next pass and
 /// counts as late from its deadline (unless the wheel's time has already passed it). A
 /// delayed task [reset](crate::DelayedTask::reset) to an instant in the past is due at once
-/// and counts as late from the reset, not from that instant. Not so an
-/// [`Interval`](crate::Interval)'s tick filed only after its instant (the loop body took
-/// longer than a period): the poll that files it reads no clock, so it counts as late from
-/// the tick's instant, and a slow consumer shows as lateness.
+/// and counts as late from the reset, not from that instant. An
+/// [`Interval`](crate::Interval)'s tick already due when polled (the loop body took longer
+/// than a period) completes on that poll without firing, and is not counted either: a slow
+/// consumer does not show as lateness.
 ///
 /// # Examples
 ///

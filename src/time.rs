@@ -45,11 +45,11 @@
 //! first polled only after its deadline has passed reads no clock: unless the timer's last
 //! firing pass already went past the deadline, it returns `Pending` with its task already
 //! woken, and completes on the next poll, with no time passing in between; Tokio's completes
-//! on that first poll. So do the timers of the tower, tower-http and hyper
-//! integrations, and an [`Interval`] tick whose waiting poll comes late. An `.await` does
-//! not see the difference; a test that polls by hand (tokio-test's `assert_ready!` right
-//! after `advance`) needs a second poll. [`sleep_until`] and [`timeout_at`] check the clock
-//! and complete on the first poll, as Tokio's.
+//! on that first poll. So do the timers of the tower, tower-http and hyper integrations. An
+//! `.await` does not see the difference; a test that polls by hand (tokio-test's
+//! `assert_ready!` right after `advance`) needs a second poll. [`sleep_until`] and
+//! [`timeout_at`] check the clock and complete on the first poll, as Tokio's, and so does an
+//! [`Interval`]'s tick due when polled (the loop body took longer than a period).
 //!
 //! # Examples
 //!

@@ -372,11 +372,12 @@ impl Driver {
             let instant = self.clock.units_to_instant(at, now);
             // Tokio rounds its sleeps up to its next millisecond, so the alarm set for an
             // instant already passed may wait for that millisecond. Work due by the wheel's
-            // own time (filed after the pass that reached it, as an interval's overdue tick)
-            // gets its pass at once. So does any passed instant where clocks can pause: a
-            // paused clock driven by `advance` may never reach that millisecond. Otherwise the
-            // wait (under a millisecond: Tokio's resolution) batches the work a running clock
-            // brings into one pass per millisecond, as Tokio's own timers are fired.
+            // own time (filed after the pass that reached it: a delayed task reset into the
+            // past, an interval's tick filed as time moved past it) gets its pass at once,
+            // and so does any passed instant where clocks can pause: a paused clock driven by
+            // `advance` may never reach that millisecond. Otherwise the wait (under a
+            // millisecond: Tokio's resolution) batches the work a running clock brings into
+            // one pass per millisecond, as Tokio's own timers are fired.
             let due = at <= self.passed_through.load(Relaxed)
                 || (self.clocks_can_pause && instant <= now);
             (instant, due)
