@@ -147,9 +147,10 @@ impl Clock {
     }
 }
 
-/// How far before now [`Clock::reaching_back`] starts (about nine years): deadlines already
-/// past by up to this much keep their order; wheel time then reaches about 575 years ahead.
-const REACH_BACK: Duration = Duration::from_nanos(1 << 58);
+/// How far before now [`Clock::reaching_back`] starts (about 146 years): deadlines already
+/// past by up to this much keep their order (a caller's "long ago", such as now less a decade,
+/// is among them); wheel time then reaches about 438 years ahead.
+const REACH_BACK: Duration = Duration::from_nanos(1 << 62);
 
 impl Clock {
     /// A clock whose origin lies [`REACH_BACK`] before now (or as far back as this

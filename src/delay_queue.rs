@@ -87,7 +87,9 @@ const WHEEL_SIZE: usize = 64;
 /// had already passed when it was inserted or reset is ready at once; every value whose
 /// deadline has passed counts as due alike, so due values come out in deadline order too
 /// (items reset to 3, 7 and 1 ms ago come out the one of 7 ms ago first, then 3, then 1), ties
-/// in any order. When the queue is empty, the stream yields `None` (and may yield values again
+/// in any order. (The queue's clock reaches about 146 years back from its first insert, and
+/// about 438 years ahead: deadlines further back come out first, in any order among
+/// themselves; deadlines further ahead never come out.) When the queue is empty, the stream yields `None` (and may yield values again
 /// after more inserts).
 ///
 /// # Panics
@@ -949,7 +951,7 @@ impl<T> DelayQueue<T> {
                 .next_deadline()
                 .expect("a non-empty queue waits for an item");
             if head == u64::MAX {
-                // Only items beyond the clock's horizon (about 575 years from the first
+                // Only items beyond the clock's horizon (about 438 years from the first
                 // insert) are left: they never come out. Wait for a change to the queue.
                 self.disarm();
                 return Poll::Pending;

@@ -404,7 +404,7 @@ async fn deadlines_are_exact_and_far_ones_saturate_instead_of_panicking() {
     assert_eq!(q2.next().await.unwrap().into_inner(), 1);
 }
 
-/// Paused time can run past the queue's clock horizon (584 years after its first insert):
+/// Paused time can run past the queue's clock horizon (about 438 years after its first insert):
 /// the items beyond it never come out (nor would new ones), and the queue waits instead of
 /// spinning.
 #[tokio::test(start_paused = true)]
@@ -1469,4 +1469,22 @@ fn a_try_delay_queue_behaves_as_a_plain_one() {
             }
         });
     }
+}
+
+/// Deadlines years before the queue's first insert keep their order too: an item 20 years
+/// back comes out before one 15 years back, whatever order they were inserted in (a clock
+/// reaching back only nine years made both its origin, a tie).
+#[tokio::test(start_paused = true)]
+async fn deadlines_decades_back_come_out_in_deadline_order() {
+    let now = Instant::now();
+    let (Some(twenty), Some(fifteen)) = (now.checked_sub(20 * YEAR), now.checked_sub(15 * YEAR))
+    else {
+        return; // this platform's instants do not reach that far back
+    };
+    let mut q = DelayQueue::new();
+    q.insert_at("15 years back", fifteen);
+    q.insert_at("20 years back", twenty);
+    q.insert_at("1 s back", now - Duration::from_secs(1));
+    let order: Vec<_> = drain(&mut q).into_iter().map(|e| e.into_inner()).collect();
+    assert_eq!(order, ["20 years back", "15 years back", "1 s back"]);
 }
