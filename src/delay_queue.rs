@@ -89,8 +89,8 @@ const WHEEL_SIZE: usize = 64;
 /// (items reset to 3, 7 and 1 ms ago come out the one of 7 ms ago first, then 3, then 1), ties
 /// in any order. (The queue's clock reaches about 146 years back from its first insert, and
 /// about 438 years ahead: deadlines further back come out first, in any order among
-/// themselves; deadlines further ahead never come out.) When the queue is empty, the stream yields `None` (and may yield values again
-/// after more inserts).
+/// themselves; deadlines further ahead never come out.) When the queue is empty, the stream
+/// yields `None` (and may yield values again after more inserts).
 ///
 /// # Panics
 ///
