@@ -90,9 +90,10 @@
 //!   ([`DelayedTask::cancel`] returns `true` only for the call that stopped it).
 //! - **Bad input gets an answer**: zero and past deadlines complete on the first poll;
 //!   `Duration::MAX` and other overflowing deadlines saturate (about 30 years; a timeout of a
-//!   duration too large to add never elapses, as Tokio's) and never panic;
-//!   a full timer returns [`TimerError::Full`] from the `try_*` methods; a panicking delayed
-//!   task is caught and reported as [`DelayedError::is_panic`].
+//!   duration too large to add never elapses, as Tokio's) and never panic on the overflow;
+//!   a full timer returns [`TimerError::Full`] from the `try_*` methods (every waiting timer
+//!   takes a slot, a timeout that never elapses too: a shutdown must resolve it); a panicking
+//!   delayed task is caught and reported as [`DelayedError::is_panic`].
 //! - **Shutdown resolves everything** (see [`Timer::shutdown`]): pending sleeps complete,
 //!   timeouts return [`Elapsed`] with [`Elapsed::is_shutdown`], delayed tasks resolve with
 //!   [`DelayedError::is_shutdown`]. The same happens when the runtime shuts down. A sleep's

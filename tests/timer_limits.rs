@@ -128,7 +128,20 @@ async fn max_pending_counts_sleeps_timeouts_and_tasks_alike() {
         timer.timeout(Duration::from_secs(1), async { 2 }).await,
         Ok(2)
     );
+    // One that never elapses still waits in the timer (a shutdown must resolve it): a slot.
+    assert!(matches!(
+        timer.try_timeout(Duration::MAX, std::future::pending::<()>()),
+        Err(TimerError::Full { max_pending: 2 })
+    ));
     drop(s);
+    let mut forever = task::spawn(
+        timer
+            .try_timeout(Duration::MAX, std::future::pending::<()>())
+            .expect("a slot is free"),
+    );
+    assert_pending!(forever.poll());
+    assert_eq!(timer.pending(), 2);
+    drop(forever);
     assert!(t.cancel());
     assert_eq!(timer.pending(), 0);
 }
