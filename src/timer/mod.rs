@@ -214,8 +214,10 @@ impl Timer {
     /// is true, every pending delayed task resolves with a
     /// [shutdown error](crate::DelayedError::is_shutdown) without running, and the timer's
     /// Tokio sleep goes. Futures created afterwards resolve the same way at once; `try_*`
-    /// methods return [`TimerError::Shutdown`](crate::TimerError::Shutdown). Calling it again
-    /// does nothing.
+    /// methods return [`TimerError::Shutdown`](crate::TimerError::Shutdown), except
+    /// [`try_spawn_after`](Timer::try_spawn_after) and [`try_spawn_at`](Timer::try_spawn_at),
+    /// which, as `spawn_after` and `spawn_at` do, return a task already resolved with the
+    /// shutdown error. Calling it again does nothing.
     ///
     /// An [`Interval`](crate::Interval) or [`DelayQueue`](crate::DelayQueue) of the timer goes
     /// on with Tokio's timer, on the timer's runtime while that lives and then on the runtime
