@@ -1149,7 +1149,9 @@ impl Timer {
     /// returns an error when the timer is full or shut down: on a timer built with
     /// [`max_pending`](crate::Builder::max_pending) the queue then never panics for want of a
     /// slot, as it holds its slot for its whole life, empty or not (a queue from
-    /// `delay_queue` takes a slot only while a poll waits, and panics if it finds none).
+    /// `delay_queue` takes a slot when a poll has to wait, and panics if it finds none; it
+    /// gives the slot back when its wait fires or a later poll finds nothing to wait for, so a
+    /// queue emptied by `remove` and not polled again keeps it until its old deadline).
     ///
     /// If the timer shuts down, the queue gives its slot back and waits on Tokio's timer from
     /// then on, as any queue does (see [`DelayQueue`], "Panics"); so it does if it is polled
