@@ -572,6 +572,30 @@ async fn reset_moves_a_waiting_task_later_earlier_and_into_the_past() {
     assert_on_time((&mut t).await.unwrap(), now);
 }
 
+/// A delayed task reset to an instant the wheel's time has already passed runs without time
+/// moving, also when the last firing pass came at a clock reading between two of Tokio's
+/// milliseconds: the driver passes at once for work filed already due, where its alarm (a
+/// Tokio sleep, rounded up to Tokio's next millisecond) would wait for a paused clock driven
+/// by `advance` to move.
+#[tokio::test(start_paused = true)]
+async fn a_reset_into_the_past_after_a_pass_off_tokios_grid_runs_without_time_moving() {
+    let start = Instant::now();
+    let timer = Timer::builder().build().unwrap();
+    let mut other = task::spawn(timer.sleep_until(start + ms(20)));
+    assert_pending!(other.poll());
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    let mut t = timer.spawn_after(Duration::from_secs(60), async move {
+        r.store(true, SeqCst);
+    });
+    tokio::time::advance(ms(35) + Duration::from_micros(500)).await;
+    settle().await;
+    assert!(other.is_woken(), "fired in a pass at 35.5 ms");
+    assert!(t.reset(start + ms(10)));
+    settle().await;
+    assert!(ran.load(SeqCst), "waited for the clock to move");
+}
+
 #[tokio::test(start_paused = true)]
 async fn reset_keeps_the_task_pending_and_renewals_postpone_it() {
     let timer = Timer::builder().max_pending(1).build().unwrap();

@@ -302,7 +302,7 @@ async fn ticks_keep_each_behaviors_spacing_under_random_stalls() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_waiting_poll_after_an_overrun_completes_on_the_drivers_next_pass() {
+async fn an_awaited_tick_after_an_overrun_completes_without_time_passing() {
     let start = Instant::now();
     let mut i = interval(ms(10));
     i.tick().await;
