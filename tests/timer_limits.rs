@@ -291,6 +291,41 @@ impl Live {
     }
 }
 
+/// What the model says a `try_*` registration answers.
+enum Want {
+    /// Refused: the timer is shut down.
+    Shutdown,
+    /// Accepted without a slot (nothing to wait for).
+    Free,
+    /// Refused: the timer is full.
+    Full,
+    /// Accepted, taking a slot.
+    Slot,
+}
+
+impl Want {
+    fn of(shut: bool, zero: bool, full: bool) -> Want {
+        match (shut, zero, full) {
+            (true, _, _) => Want::Shutdown,
+            (false, true, _) => Want::Free,
+            (false, false, true) => Want::Full,
+            (false, false, false) => Want::Slot,
+        }
+    }
+
+    /// Checks `r` against the model: the value and whether it took a slot when accepted.
+    fn check<T>(self, r: Result<T, TimerError>, cap: usize, ctx: &str) -> Option<(T, bool)> {
+        let refusal = match self {
+            Want::Free => return Some((r.expect(ctx), false)),
+            Want::Slot => return Some((r.expect(ctx), true)),
+            Want::Shutdown => TimerError::Shutdown,
+            Want::Full => TimerError::Full { max_pending: cap },
+        };
+        assert_eq!(r.err(), Some(refusal), "{ctx}");
+        None
+    }
+}
+
 /// Polls `f` once with `waker`, outside the task's budget.
 async fn poll_once<F: Future + Unpin>(
     f: &mut F,
@@ -333,20 +368,10 @@ async fn run_model(seed: u64, max: Option<usize>) {
                 // try_sleep (a far one sometimes)
                 let d = if rng.below(8) == 0 { Duration::MAX } else { d };
                 let r = timer.try_sleep(d);
-                if shut {
-                    assert_eq!(r.unwrap_err(), TimerError::Shutdown, "{ctx}");
-                } else if d.is_zero() {
-                    let sleep = Box::pin(r.expect(&ctx));
-                    live.push(Live::Sleep { sleep, filed: None });
-                } else if full(&live, &detached) {
-                    assert_eq!(
-                        r.unwrap_err(),
-                        TimerError::Full { max_pending: cap },
-                        "{ctx}"
-                    );
-                } else {
-                    let sleep = Box::pin(r.expect(&ctx));
-                    let filed = Some(sleep.deadline());
+                let want = Want::of(shut, d.is_zero(), full(&live, &detached));
+                if let Some((sleep, slot)) = want.check(r, cap, &ctx) {
+                    let sleep = Box::pin(sleep);
+                    let filed = slot.then(|| sleep.deadline());
                     live.push(Live::Sleep { sleep, filed });
                 }
             }
@@ -359,22 +384,10 @@ async fn run_model(seed: u64, max: Option<usize>) {
             }
             2 => {
                 let r = timer.try_timeout(d, std::future::pending::<()>());
-                if shut {
-                    assert_eq!(r.unwrap_err(), TimerError::Shutdown, "{ctx}");
-                } else if d.is_zero() {
-                    live.push(Live::Timeout {
-                        timeout: Box::pin(r.expect(&ctx)),
-                        filed: None,
-                    });
-                } else if full(&live, &detached) {
-                    assert_eq!(
-                        r.unwrap_err(),
-                        TimerError::Full { max_pending: cap },
-                        "{ctx}"
-                    );
-                } else {
-                    let timeout = Box::pin(r.expect(&ctx));
-                    let filed = Some(timeout.deadline());
+                let want = Want::of(shut, d.is_zero(), full(&live, &detached));
+                if let Some((timeout, slot)) = want.check(r, cap, &ctx) {
+                    let timeout = Box::pin(timeout);
+                    let filed = slot.then(|| timeout.deadline());
                     live.push(Live::Timeout { timeout, filed });
                 }
             }
@@ -391,52 +404,30 @@ async fn run_model(seed: u64, max: Option<usize>) {
                     let t = r.expect(&ctx);
                     assert!(t.is_finished(), "{ctx}");
                     assert!(t.await.unwrap_err().is_shutdown(), "{ctx}");
-                } else if d.is_zero() {
-                    live.push(Live::Task {
-                        task: r.expect(&ctx),
-                        filed: None,
-                        cancelled: false,
-                    });
-                } else if full(&live, &detached) {
-                    assert_eq!(
-                        r.unwrap_err(),
-                        TimerError::Full { max_pending: cap },
-                        "{ctx}"
-                    );
                 } else {
-                    live.push(Live::Task {
-                        task: r.expect(&ctx),
-                        filed: Some(now + d),
-                        cancelled: false,
-                    });
+                    let want = Want::of(false, d.is_zero(), full(&live, &detached));
+                    if let Some((task, slot)) = want.check(r, cap, &ctx) {
+                        let filed = slot.then_some(now + d);
+                        live.push(Live::Task {
+                            task,
+                            filed,
+                            cancelled: false,
+                        });
+                    }
                 }
             }
             4 => {
                 let r = timer.try_interval(d.max(ms(1)));
-                if shut {
-                    assert_eq!(r.unwrap_err(), TimerError::Shutdown, "{ctx}");
-                } else if full(&live, &detached) {
-                    assert_eq!(
-                        r.unwrap_err(),
-                        TimerError::Full { max_pending: cap },
-                        "{ctx}"
-                    );
-                } else {
-                    live.push(Live::Interval(r.expect(&ctx)));
+                let want = Want::of(shut, false, full(&live, &detached));
+                if let Some((interval, _)) = want.check(r, cap, &ctx) {
+                    live.push(Live::Interval(interval));
                 }
             }
             5 => {
                 let r = timer.try_delay_queue::<u32>();
-                if shut {
-                    assert_eq!(r.unwrap_err(), TimerError::Shutdown, "{ctx}");
-                } else if full(&live, &detached) {
-                    assert_eq!(
-                        r.unwrap_err(),
-                        TimerError::Full { max_pending: cap },
-                        "{ctx}"
-                    );
-                } else {
-                    live.push(Live::Queue(Box::new(r.expect(&ctx))));
+                let want = Want::of(shut, false, full(&live, &detached));
+                if let Some((queue, _)) = want.check(r, cap, &ctx) {
+                    live.push(Live::Queue(Box::new(queue)));
                 }
             }
             6 | 7 if !live.is_empty() => {
