@@ -326,6 +326,44 @@ impl Want {
     }
 }
 
+/// Whether a sleep's or timeout's poll must take a slot (not yet filed, deadline ahead, timer
+/// running); `None` when it must and the timer is full: the poll would panic, as documented.
+fn must_file(
+    filed: Option<Instant>,
+    deadline: Instant,
+    now: Instant,
+    shut: bool,
+    full: bool,
+) -> Option<bool> {
+    let needs = filed.is_none() && deadline > now && !shut;
+    (!(needs && full)).then_some(needs)
+}
+
+/// Checks a sleep's or timeout's poll against the model and records the slot it holds;
+/// `true` if it completed without one.
+fn note_poll(
+    filed: &mut Option<Instant>,
+    deadline: Instant,
+    needs: bool,
+    pending: bool,
+    shut: bool,
+    ctx: &str,
+) -> bool {
+    if filed.is_some() || needs {
+        assert!(pending, "{ctx}");
+        filed.get_or_insert(deadline);
+        false
+    } else if pending {
+        // Made with a duration and first polled after its deadline: filed, due on the pass
+        // that follows at once.
+        assert!(!shut, "{ctx}");
+        *filed = Some(deadline);
+        false
+    } else {
+        true
+    }
+}
+
 /// Polls `f` once with `waker`, outside the task's budget.
 async fn poll_once<F: Future + Unpin>(
     f: &mut F,
@@ -436,38 +474,20 @@ async fn run_model(seed: u64, max: Option<usize>) {
                 let is_full = full(&live, &detached);
                 match &mut live[i] {
                     Live::Sleep { sleep, filed } => {
-                        let needs = filed.is_none() && sleep.deadline() > now && !shut;
-                        if needs && is_full {
+                        let Some(needs) = must_file(*filed, sleep.deadline(), now, shut, is_full)
+                        else {
                             continue; // would panic, as documented
-                        }
+                        };
                         let p = poll_once(&mut sleep.as_mut(), &waker).await;
-                        if filed.is_some() || needs {
-                            assert!(p.is_pending(), "{ctx}");
-                            if filed.is_none() {
-                                *filed = Some(sleep.deadline());
-                            }
-                        } else if p.is_pending() {
-                            // Made with a duration and first polled after its deadline:
-                            // filed, due on the pass that follows at once.
-                            assert!(!shut, "{ctx}");
-                            *filed = Some(sleep.deadline());
-                        }
+                        note_poll(filed, sleep.deadline(), needs, p.is_pending(), shut, &ctx);
                     }
                     Live::Timeout { timeout, filed } => {
-                        let needs = filed.is_none() && timeout.deadline() > now && !shut;
-                        if needs && is_full {
+                        let deadline = timeout.deadline();
+                        let Some(needs) = must_file(*filed, deadline, now, shut, is_full) else {
                             continue;
-                        }
+                        };
                         let p = poll_once(&mut timeout.as_mut(), &waker).await;
-                        if filed.is_some() || needs {
-                            assert!(p.is_pending(), "{ctx}");
-                            if filed.is_none() {
-                                *filed = Some(timeout.deadline());
-                            }
-                        } else if p.is_pending() {
-                            assert!(!shut, "{ctx}");
-                            *filed = Some(timeout.deadline());
-                        } else {
+                        if note_poll(filed, deadline, needs, p.is_pending(), shut, &ctx) {
                             assert!(matches!(p, std::task::Poll::Ready(Err(_))), "{ctx}");
                         }
                     }
