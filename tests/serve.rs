@@ -53,7 +53,7 @@ async fn in_flight(key: &str) {
     }
 }
 
-/// `/` answers at once, `/slow/N` after N ms, `/endless` with a body that never ends,
+/// `/` answers at once, `/slow/N` after N ms, `/kib/N` with N KiB, `/endless` with a body that never ends,
 /// `/panic` panics, `/tunnel` (CONNECT) opens an echo tunnel; a `?mark=K` query is recorded (see [`in_flight`]).
 async fn app(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_owned();
@@ -85,6 +85,11 @@ async fn app(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
         // More than the socket buffers hold: hyper buffers it whole and drops the body.
         return Ok(Response::new(http_body_util::Either::Left(Full::from(
             vec![b'x'; 64 << 20],
+        ))));
+    }
+    if let Some(n) = path.strip_prefix("/kib/") {
+        return Ok(Response::new(http_body_util::Either::Left(Full::from(
+            vec![b'x'; n.parse::<usize>().unwrap() << 10],
         ))));
     }
     if path == "/endless" {
@@ -502,6 +507,43 @@ async fn http2_idle_connection_gets_keep_alive_not_header_read() {
     assert!(idle.elapsed() >= ms(150), "{:?}", idle.elapsed());
     closed(&metrics, CloseReason::KeepAlive).await;
     assert_eq!(metrics.closed(CloseReason::HeaderRead), 0);
+    task.abort();
+}
+
+/// HTTP/2: a response whose body hyper has handed to h2 whole, but which flow control lets out
+/// only as a slow client reads it, is still in flight: the keep-alive limit neither drains
+/// nor cuts the connection under it.
+#[tokio::test]
+async fn http2_keep_alive_waits_for_a_response_held_by_flow_control() {
+    let s = server().await.keep_alive_timeout(ms(150));
+    let (addr, metrics, task) = start(s);
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    let conn = tokio::spawn(conn);
+    let res = send
+        .send_request(
+            Request::get("http://x/kib/512")
+                .body(Empty::<Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    // A slow reader: 16 KiB frames, 40 ms apart, about 1.3 s in all.
+    let mut body = res.into_body();
+    let mut got = 0;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.unwrap_or_else(|e| panic!("cut after {got} bytes: {e}; {metrics:?}"));
+        got += frame.into_data().map_or(0, |d| d.len());
+        tokio::time::sleep(ms(40)).await;
+    }
+    assert_eq!(got, 512 << 10);
+    drop(send);
+    let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;
     task.abort();
 }
 

@@ -282,6 +282,7 @@ pub(crate) async fn run<S, B>(
         shared: shared.clone(),
         sniffed: 0,
         proto: Proto::Unknown,
+        frames: FrameScan::default(),
     });
     let service = Tracked::new(service, shared.clone());
     let mut conn = pin!(ctx.builder.serve_connection_with_upgrades(io, service));
@@ -529,6 +530,52 @@ pin_project! {
         shared: Arc<Shared>,
         sniffed: usize,
         proto: Proto,
+        // Where the HTTP/2 output stands in its frames (kept with a keep-alive limit only).
+        frames: FrameScan,
+    }
+}
+
+/// The server's HTTP/2 output, followed frame by frame through the bytes written: hyper hands
+/// a response's body to h2 whole once it has polled its last frame, and h2 lets it out as the
+/// client's flow-control window allows, so the response is still going out while its frames
+/// (HEADERS, CONTINUATION, DATA: trailers included) are being written.
+#[derive(Debug, Default)]
+struct FrameScan {
+    /// Payload bytes of the current frame still to come.
+    skip: usize,
+    /// The current frame carries a response.
+    response: bool,
+    /// The next frame's header, as far as written.
+    head: [u8; 9],
+    have: usize,
+}
+
+impl FrameScan {
+    /// Follows `bytes`, the next bytes written: whether any of them belong to a response frame.
+    fn written(&mut self, mut bytes: &[u8]) -> bool {
+        let mut response = false;
+        while !bytes.is_empty() {
+            if self.skip > 0 {
+                let n = self.skip.min(bytes.len());
+                self.skip -= n;
+                response |= self.response;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (self.head.len() - self.have).min(bytes.len());
+            self.head[self.have..self.have + n].copy_from_slice(&bytes[..n]);
+            self.have += n;
+            bytes = &bytes[n..];
+            if self.have == self.head.len() {
+                self.have = 0;
+                let [a, b, c, kind, ..] = self.head;
+                self.skip = usize::from(a) << 16 | usize::from(b) << 8 | usize::from(c);
+                // DATA, HEADERS, CONTINUATION.
+                self.response = matches!(kind, 0x0 | 0x1 | 0x9);
+                response |= self.response;
+            }
+        }
+        response
     }
 }
 
@@ -638,6 +685,33 @@ impl ConnIo {
     }
 }
 
+impl ConnIo {
+    /// After `n` bytes of `bufs` were written: on HTTP/2 with a keep-alive limit, a response
+    /// still going out (see [`FrameScan`]) keeps a connection with nothing in flight from
+    /// counting as idle, so the limit neither drains nor cuts it under that response.
+    fn h2_written<'a>(self: Pin<&mut Self>, bufs: impl Iterator<Item = &'a [u8]>, mut n: usize) {
+        let me = self.project();
+        if *me.proto != Proto::Http2 || !me.shared.keep_alive {
+            return;
+        }
+        let mut response = false;
+        for buf in bufs {
+            if n == 0 {
+                break;
+            }
+            let take = buf.len().min(n);
+            response |= me.frames.written(&buf[..take]);
+            n -= take;
+        }
+        if response {
+            let mut st = me.shared.lock();
+            if st.in_flight == 0 {
+                st.idle_since = Some(Instant::now());
+            }
+        }
+    }
+}
+
 impl AsyncWrite for ConnIo {
     fn poll_write(
         mut self: Pin<&mut Self>,
@@ -645,6 +719,9 @@ impl AsyncWrite for ConnIo {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let poll = self.as_mut().project().io.poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = poll {
+            self.as_mut().h2_written(std::iter::once(buf), n);
+        }
         self.check(poll)
     }
 
@@ -654,6 +731,9 @@ impl AsyncWrite for ConnIo {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let poll = self.as_mut().project().io.poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = poll {
+            self.as_mut().h2_written(bufs.iter().map(|b| &**b), n);
+        }
         self.check(poll)
     }
 
@@ -669,5 +749,41 @@ impl AsyncWrite for ConnIo {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let poll = self.as_mut().project().io.poll_shutdown(cx);
         self.check_error(poll)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FrameScan;
+
+    /// A frame header: `len` payload bytes, of type `kind`, on stream 1.
+    fn head(len: usize, kind: u8) -> Vec<u8> {
+        let l = len.to_be_bytes();
+        let n = l.len();
+        vec![l[n - 3], l[n - 2], l[n - 1], kind, 0, 0, 0, 0, 1]
+    }
+
+    /// Response frames are seen however the writes split them; the others (SETTINGS, PING,
+    /// GOAWAY) are not, their payloads included.
+    #[test]
+    fn frame_scan_tells_response_frames_across_split_writes() {
+        let mut out = head(6, 0x6); // PING
+        out.extend([0; 6]);
+        out.extend(head(70_000, 0x0)); // DATA, a 3-byte length
+        out.extend(vec![7; 70_000]);
+        out.extend(head(0, 0x4)); // SETTINGS
+        out.extend(head(8, 0x7)); // GOAWAY
+        out.extend([0; 8]);
+        // From the DATA header's last byte (where its type is known) to its payload's end.
+        let data = 15 + 8..15 + 9 + 70_000;
+        for chunk in [1, 2, 5, 9, 10, 4096, out.len()] {
+            let mut scan = FrameScan::default();
+            for (i, piece) in out.chunks(chunk).enumerate() {
+                let at = i * chunk;
+                let overlaps = at < data.end && data.start < at + piece.len();
+                assert_eq!(scan.written(piece), overlaps, "chunk {chunk}, at {at}");
+            }
+            assert_eq!((scan.skip, scan.have), (0, 0), "chunk {chunk}");
+        }
     }
 }

@@ -169,7 +169,12 @@ impl<S> Serve<S> {
     /// connection is closed at 60 s, a partial request head at 10 s. A request is in flight
     /// from its head's arrival (also while it waits for the service to be ready) until its
     /// response's last byte is written: a client that stops reading a response is bounded by
-    /// [`idle_timeout`](Serve::idle_timeout), not by this. A CONNECT answered with success
+    /// [`idle_timeout`](Serve::idle_timeout), not by this. On HTTP/2, where hyper hands a
+    /// response to the connection whole and the client's flow-control window lets it out, a
+    /// connection is not idle while response frames are written: the limit counts from the
+    /// last one, so a client that reads a response slowly keeps it, while one that stops
+    /// granting window is drained (GOAWAY) `limit` after the last frame went out, and closed
+    /// `limit` later if it still sends nothing. A CONNECT answered with success
     /// opens a tunnel (on HTTP/2 a stream that goes on after its response, such as a
     /// WebSocket over extended CONNECT) whose end the server cannot see: it stays in flight
     /// for the rest of its connection's life, which this limit then never closes, nor ends
