@@ -137,6 +137,14 @@ impl Clock {
         self.units(now).min(u64::MAX - 1)
     }
 
+    /// The instant of wheel time `units`, for a time already reached (it needs no clock
+    /// reading to clamp): the origin if the platform's instants do not reach it.
+    pub(crate) fn at_units(&self, units: u64) -> Instant {
+        self.origin
+            .checked_add(Duration::from_nanos(units))
+            .unwrap_or(self.origin)
+    }
+
     /// The instant of wheel time `units`, saturating at [`far_future`] of `now`.
     pub(crate) fn units_to_instant(&self, units: u64, now: Instant) -> Instant {
         let far = far_future(now);

@@ -185,6 +185,51 @@ fn dropping_the_runtime_resolves_pending_delayed_tasks() {
     }
 }
 
+thread_local! {
+    /// A runtime kept per thread, dropped with the thread's other thread-locals as it exits.
+    static THREAD_RUNTIME: std::cell::RefCell<Option<tokio::runtime::Runtime>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A runtime kept in a thread-local is dropped as its thread exits, after Tokio's own
+/// thread-local context is gone: its timers shut down there, as with Tokio's own timers,
+/// rather than abort the process (a panic in a thread-local's destructor), and a sleep of its
+/// default timer polled elsewhere resolves. Paused or not.
+#[test]
+fn a_runtime_dropped_with_its_threads_thread_locals_shuts_its_timers_down() {
+    for paused in [false, true] {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            // Stored before Tokio's context is first used on this thread: thread-locals are
+            // destroyed in the reverse order, so the runtime drops after the context.
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(paused)
+                .build()
+                .unwrap();
+            THREAD_RUNTIME.with(|r| *r.borrow_mut() = Some(rt));
+            let (elsewhere,) = THREAD_RUNTIME.with(|r| {
+                r.borrow().as_ref().unwrap().block_on(async {
+                    sleep_wheel(ms(1)).await;
+                    tokio::spawn(async { sleep_wheel(Duration::from_secs(100)).await });
+                    let mut elsewhere = task::spawn(sleep_wheel(Duration::from_secs(100)));
+                    assert_pending!(elsewhere.poll());
+                    drop(spawn_after(Duration::from_secs(100), async {}));
+                    tokio::task::yield_now().await;
+                    (elsewhere.into_inner(),)
+                })
+            });
+            tx.send(elsewhere).unwrap();
+        })
+        .join()
+        .expect("the thread ends without a panic");
+        let mut elsewhere = rx.recv().unwrap();
+        let mut polled = task::spawn(&mut elsewhere);
+        assert_ready!(polled.poll());
+        assert!(elsewhere.is_shutdown(), "paused: {paused}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn dropped_timer_handles_do_not_stop_pending_sleeps_and_driver_exits() {
     let base = alive_tasks();

@@ -231,11 +231,19 @@ impl Driver {
 
     /// [`now`](Self::now) in a build whose runtimes can pause their clocks: out of line, so
     /// that the common path above inlines into its callers.
+    ///
+    /// On a thread whose Tokio context is already destroyed (a runtime kept in a thread-local,
+    /// dropped as its thread exits: its timer shuts down there), no runtime can be entered to
+    /// read its clock: the time of the timer's last pass stands in, a time no later than now,
+    /// so nothing is taken for due before its deadline.
     #[cold]
     #[inline(never)]
     fn now_on_runtime(&self) -> Instant {
         match Handle::try_current() {
             Ok(current) if current.id() == self.runtime_id => Instant::now(),
+            Err(e) if e.is_thread_local_destroyed() => {
+                self.clock.at_units(self.passed_through.load(Relaxed))
+            }
             _ => {
                 let _guard = self.runtime.enter();
                 Instant::now()
