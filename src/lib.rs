@@ -38,8 +38,8 @@
 //! runtime entered. That timer's own workers fire it while it lives; if that runtime shuts
 //! down first, its pending timers resolve as shut down, and later calls find the current
 //! runtime's timer. Builds with Tokio's `test-util` feature, where a runtime may keep a
-//! paused clock of its own, skip the cache, and [`spawn_after`]/[`spawn_at`] always spawn on
-//! the current runtime.
+//! paused clock of its own, skip the cache. [`spawn_after`]/[`spawn_at`] never use it, in any
+//! build: they always find the current runtime's timer, and spawn on the current runtime.
 //!
 //! # Migrating from `tokio::time` and tokio-util
 //!
