@@ -229,6 +229,33 @@ async fn the_handlers_future_is_dropped_when_the_408_is_answered() {
     );
 }
 
+/// A response ready at the poll that finds the limit passed is delivered, not replaced by a
+/// 408: the handler's future is asked first, as tower's `Timeout` and Tokio's `timeout` ask it.
+#[tokio::test(start_paused = true)]
+async fn a_response_ready_when_the_limit_is_found_passed_is_delivered() {
+    use tokio_test::{assert_pending, assert_ready};
+    use tower::Service;
+
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let mut rx = Some(rx);
+    let handler = tower::service_fn(move |_req: Request<()>| {
+        let rx = rx.take().expect("one request");
+        async move {
+            rx.await.unwrap();
+            Ok::<_, Infallible>(Response::new(String::from("in time")))
+        }
+    });
+    let mut svc = tokio_timing_wheel::http::Timeout::new(handler, Duration::from_secs(1));
+    let mut res = tokio_test::task::spawn(svc.call(Request::new(())));
+    assert_pending!(res.poll());
+    // The limit passes and the response becomes ready before the next poll.
+    tokio::time::advance(Duration::from_secs(2)).await;
+    tx.send(()).unwrap();
+    let res = assert_ready!(res.poll()).unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.into_body(), "in time");
+}
+
 /// A body of one frame that arrives when sent, then ends (`is_end_stream`).
 struct OneFrame(Option<tokio::sync::oneshot::Receiver<Bytes>>);
 

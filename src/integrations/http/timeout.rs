@@ -119,6 +119,10 @@ impl<S> Layer<S> for TimeoutLayer {
 /// limit the inner service's future is dropped, with all it holds, as the 408 is answered
 /// (not later, when the response future is dropped).
 ///
+/// Each poll asks the inner future first and the timer second, as tower's `Timeout` and
+/// Tokio's `timeout` do: a response ready at the poll that finds the limit passed is
+/// delivered, where tower-http's `Timeout`, which asks its timer first, would answer 408.
+///
 /// On an explicit timer built with [`max_pending`](crate::Builder::max_pending) that is full,
 /// a request is refused with an empty `503 Service Unavailable`, without calling the inner
 /// service (see [`call`](Timeout::call)). A request still waiting when its timer shuts down
