@@ -45,7 +45,9 @@
 //!   a deadline, [`clear`](DelayQueue::clear) and removing the last item wake the task waiting
 //!   on the queue (a reset to a later deadline wakes nothing at once; see above for its old
 //!   deadline);
-//! - [`peek`](DelayQueue::peek) names the item that comes out next;
+//! - [`peek`](DelayQueue::peek) names an item with the earliest deadline, so the next item
+//!   out has its deadline (it is that item unless others share the deadline: ties come out in
+//!   any order);
 //! - [`DelayQueue::new`] and every method but [`poll_expired`](DelayQueue::poll_expired) work
 //!   outside a runtime: the default timer is looked up the first time a poll has to wait.
 
@@ -677,8 +679,11 @@ impl<T> DelayQueue<T> {
         }
     }
 
-    /// The key of the item that comes out next: the one with the earliest deadline, without
-    /// taking it out or waiting. `None` if the queue is empty.
+    /// The key of an item with the earliest deadline, without taking it out or waiting. `None`
+    /// if the queue is empty.
+    ///
+    /// The next item out has that deadline, and is that item unless others share the deadline:
+    /// items with equal deadlines come out in any order, which `peek` does not predict.
     ///
     /// # Examples
     ///

@@ -365,6 +365,27 @@ async fn peek_names_the_item_that_comes_out_next() {
     assert_eq!(q.peek(), Some(early));
 }
 
+/// Items sharing a deadline come out in any order: `peek` names one of them, and the next item
+/// out has its deadline (which of them, `peek` does not predict).
+#[tokio::test(start_paused = true)]
+async fn peek_among_equal_deadlines_gives_the_deadline_not_the_order() {
+    let mut q = queue();
+    let now = Instant::now();
+    q.insert_at("a", now + ms(10));
+    let b = q.insert_at("b", now + ms(5));
+    q.reset_at(&b, now + ms(10));
+    step(ms(10)).await;
+    let mut out = Vec::new();
+    while let Some(key) = q.peek() {
+        let peeked = q.deadline(&key);
+        let item = assert_ready_some!(poll!(q));
+        assert_eq!(item.deadline(), peeked);
+        out.push(item.into_inner());
+    }
+    out.sort_unstable();
+    assert_eq!((out, q.len()), (vec!["a", "b"], 0));
+}
+
 #[tokio::test(start_paused = true)]
 async fn deadlines_are_exact_and_far_ones_saturate_instead_of_panicking() {
     let mut q = queue();
