@@ -391,7 +391,10 @@ enum Wait {
 /// tick allocates nothing; each poll reads the clock once, and the poll that then waits for
 /// the next tick re-files the entry in place. A tick never completes before its instant, and
 /// a tick whose instant has passed when it is polled (the loop body took longer than a
-/// period) completes on that poll, as Tokio's does.
+/// period) completes on that poll, and so does each missed tick of a
+/// [`Burst`](MissedTickBehavior::Burst) after it. Tokio's completes there only if its timer
+/// driver has already seen that instant pass (as after `advance` in paused time), and
+/// otherwise a task wake later, when the driver next runs.
 ///
 /// # Shutdown
 ///
@@ -537,8 +540,8 @@ impl Interval {
             return Poll::Ready(self.fire(self.now()));
         }
         // Read on every poll, the one right after a tick included: the loop body may have
-        // overrun the period, and then the tick completes here, as Tokio's does, rather than
-        // when the timer's driver next runs.
+        // overrun the period, and then the tick completes here rather than when the timer's
+        // driver next runs.
         let now = self.now();
         if self.next <= now {
             return Poll::Ready(self.fire(now));
