@@ -449,6 +449,24 @@ async fn a_silent_client_is_cut_at_the_idle_limit() {
     task.abort();
 }
 
+/// A keep-alive connection that goes quiet after a request is cut at the idle limit, and
+/// counted so: hyper ends an HTTP/1 connection whose read fails between requests as if the
+/// client had closed it, which must not make the close `Completed`.
+#[tokio::test]
+async fn a_keep_alive_connection_gone_quiet_is_counted_idle() {
+    let s = server().await.idle_timeout(ms(200));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    read_response(&mut tcp).await;
+    until_closed(&mut tcp).await;
+    closed(&metrics, CloseReason::Idle).await;
+    assert_eq!(metrics.closed(CloseReason::Completed), 0, "{metrics:?}");
+    task.abort();
+}
+
 /// At its maximum age, an HTTP/1 connection answers its request in flight with
 /// `Connection: close` and closes.
 #[tokio::test]
