@@ -29,7 +29,9 @@ pin_project! {
     /// - [`write_idle`](IdleTimeoutBuilder::write_idle): no write succeeded for that long,
     ///   however much was read.
     ///
-    /// Each successful read or write (a poll that returns `Ready(Ok)`) pushes the limits it
+    /// Each successful read or write (a poll that returns `Ready(Ok)`, an end of stream and a
+    /// zero-length write included: an application that goes on reading after its peer closed
+    /// its side keeps a read limit from passing) pushes the limits it
     /// counts for later: one clock read per completed read and per write call, none per
     /// byte, and no access to the wheel (the wheel's lazy [`Sleep::reset`]). Once any limit has passed, the connection has
     /// timed out: the next read or write, and every one after it, fails with
