@@ -174,7 +174,10 @@ impl<S> Serve<S> {
     /// connection is not idle while response frames are written: the limit counts from the
     /// last one, so a client that reads a response slowly keeps it, while one that stops
     /// granting window is drained (GOAWAY) `limit` after the last frame went out, and closed
-    /// `limit` later if it still sends nothing. A CONNECT answered with success
+    /// `limit` later if it still sends nothing. A request body still arriving after its
+    /// response has been written (a handler that answers first and reads on) is not in
+    /// flight: on HTTP/2 the limit may drain such a connection and close it a `limit` later.
+    /// A CONNECT answered with success
     /// opens a tunnel (on HTTP/2 a stream that goes on after its response, such as a
     /// WebSocket over extended CONNECT) whose end the server cannot see: it stays in flight
     /// for the rest of its connection's life, which this limit then never closes, nor ends
