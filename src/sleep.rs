@@ -296,7 +296,11 @@ impl Sleep {
     /// ([`is_shutdown`](Sleep::is_shutdown)), whatever ended it before.
     ///
     /// Moving the deadline later costs no access to the wheel: the timer stays where it is
-    /// and, when it fires, is re-filed for the new deadline (one extra wakeup of the task).
+    /// and, when it fires, wakes the task (one extra wakeup); the `Sleep`'s next poll re-files
+    /// it for the new deadline. That wakeup takes the place of the waker the `Sleep` held: a
+    /// task that is woken then but does not poll the `Sleep` again is not woken at the new
+    /// deadline, where Tokio's (which moves its registration, waker and all) would wake it.
+    /// An `.await`, `select!` or `poll_fn` polling the `Sleep` on every wake never sees this.
     /// Moving it earlier relinks the timer at once; to a deadline already passed, the next
     /// poll completes, and the task that polled it last is woken (as by Tokio's).
     ///

@@ -16,7 +16,7 @@
 //! | tokio / tokio-util / hyper-util / tower | here | difference |
 //! |---|---|---|
 //! | `tokio::time::sleep`, `sleep_until` | [`time::sleep`](sleep), [`time::sleep_until`](sleep_until) (also [`sleep_wheel`](crate::sleep_wheel)) | deadlines exact to the nanosecond; Tokio rounds them up to its 1 ms tick |
-//! | `tokio::time::Sleep` | [`time::Sleep`](Sleep) | `Unpin` (no `Box::pin` needed); a later [`reset`](Sleep::reset) costs one comparison and is re-filed lazily (one extra wakeup of the task when the old deadline passes); completes early with [`is_shutdown`](Sleep::is_shutdown) if its timer shuts down |
+//! | `tokio::time::Sleep` | [`time::Sleep`](Sleep) | `Unpin` (no `Box::pin` needed); a later [`reset`](Sleep::reset) costs one comparison and is re-filed lazily, on the first poll after the old deadline wakes the task (one extra wakeup; a task that then does not poll it is not woken at the new deadline, where Tokio's would be); completes early with [`is_shutdown`](Sleep::is_shutdown) if its timer shuts down |
 //! | `tokio::time::timeout`, `timeout_at`, `Timeout` | [`time::timeout`](timeout), [`time::timeout_at`](timeout_at), [`time::Timeout`](Timeout) | inner future polled first, timer registered on the first `Pending` (as Tokio) |
 //! | `tokio::time::error::Elapsed` | [`time::error::Elapsed`](error::Elapsed) | another type: `Into<std::io::Error>` (`TimedOut`), `Error + Send + Sync`, [`is_shutdown`](crate::Elapsed::is_shutdown) |
 //! | `tokio::time::interval`, `interval_at`, `Interval`, `MissedTickBehavior` | same names here | one wheel entry for the interval's life; [`Interval::set_period`] added |
@@ -50,6 +50,12 @@
 //! `assert_ready!` right after `advance`) needs a second poll. [`sleep_until`] and
 //! [`timeout_at`] check the clock and complete on the first poll, as Tokio's, and so does an
 //! [`Interval`]'s tick due when polled (the loop body took longer than a period).
+//!
+//! **Smaller differences.** [`Timeout`] is `Unpin` whenever its future is (it holds an `Unpin`
+//! [`Sleep`]). [`error::Elapsed`]'s `Debug` output is not Tokio's `Elapsed(())`; its `Display`
+//! is the same. The panics of a timer made outside a runtime, or on one without a time driver,
+//! carry this crate's messages, not Tokio's (a `#[should_panic(expected = ...)]` written for
+//! Tokio's text needs its own).
 //!
 //! # Examples
 //!

@@ -348,6 +348,32 @@ async fn reset_before_first_poll_uses_the_new_deadline() {
     assert_ready!(s.poll());
 }
 
+/// Documented on `Sleep::reset`: after a lazy reset to a later deadline, the old deadline's
+/// wakeup replaces the waker the `Sleep` held. Polled after it, the `Sleep` is woken at the new
+/// deadline; not polled, it is not (Tokio's would be), yet it counts as elapsed once the clock
+/// reaches the new deadline and completes on its next poll.
+#[tokio::test(start_paused = true)]
+async fn reset_later_wakes_at_the_new_deadline_only_if_polled_after_the_old() {
+    for poll_between in [true, false] {
+        let start = Instant::now();
+        let counter = Arc::new(CountingWaker::default());
+        let waker = Waker::from(counter.clone());
+        let mut s = sleep_wheel_until(start + Duration::from_millis(10));
+        assert!(poll_with(&mut s, &waker).is_pending());
+        Pin::new(&mut s).reset(start + Duration::from_millis(30));
+        step_for(Duration::from_millis(15), SHORT_SETTLE_YIELDS).await;
+        assert_eq!(counter.count(), 1, "the old deadline wakes the task");
+        if poll_between {
+            assert!(poll_with(&mut s, &waker).is_pending());
+        }
+        step_for(Duration::from_millis(15), SHORT_SETTLE_YIELDS).await;
+        let expected = if poll_between { 2 } else { 1 };
+        assert_eq!(counter.count(), expected, "polled between: {poll_between}");
+        assert!(s.is_elapsed());
+        assert!(poll_with(&mut s, &waker).is_ready());
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn reset_later_after_firing_but_before_poll_waits_for_the_new_deadline() {
     let start = Instant::now();
