@@ -70,7 +70,10 @@ impl Alarm {
         }
         let armed = self.sleep.as_ref().is_some_and(|s| !s.is_elapsed());
         if self.set_for == Some(at) && armed {
-            return Set::Waiting; // registered for that time, with this waker, and not fired
+            // Registered for that time, with this waker, and not fired. Due all the same (work
+            // filed already due while the pass made for the same wheel time ran): Tokio fires
+            // it only at its next millisecond, so the caller passes now, as below.
+            return if due { Set::Due } else { Set::Waiting };
         }
         let slot = &mut self.sleep;
         // Tokio's sleep is its code, not ours: it panics when its runtime refuses timers.
@@ -164,9 +167,11 @@ impl Alarm {
     pub(crate) fn set(&mut self, at: u64, _: Instant, due: bool, _: &Waker, _: &Handle) -> Set {
         if at == u64::MAX {
             self.set_for = None;
-        } else if self.set_for != Some(at) || self.fired {
-            self.set_for = Some(at);
-            self.fired = false;
+        } else {
+            if self.set_for != Some(at) || self.fired {
+                self.set_for = Some(at);
+                self.fired = false;
+            }
             if due {
                 return Set::Due; // as the real alarm: the caller passes at once
             }

@@ -549,6 +549,67 @@ mod tests {
         assert_eq!(arm.next_work(), None);
     }
 
+    /// A waker that counts its wakes and, on its first, runs `then`.
+    struct OnWake<F: Fn() + Send + Sync>(AtomicUsize, F);
+
+    impl<F: Fn() + Send + Sync + 'static> Wake for OnWake<F> {
+        fn wake(self: Arc<Self>) {
+            if self.0.fetch_add(1, SeqCst) == 0 {
+                (self.1)();
+            }
+        }
+    }
+
+    /// Work filed already due while the pass made for earlier due work runs (a waker of that
+    /// pass, or another thread, files it into a shard the pass has done with) gets a pass of
+    /// its own at once, as the first did: not when Tokio fires the alarm the first one left
+    /// set for the same wheel time, at its next millisecond, which a paused clock driven by
+    /// `advance` may never reach.
+    #[test]
+    fn due_work_filed_during_the_pass_for_due_work_gets_its_pass_without_time_moving() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (driver, shards) = Driver::new(
+                Duration::from_millis(1),
+                64,
+                1,
+                usize::MAX,
+                false,
+                Handle::current(),
+            );
+            driver.start();
+            let shard = shards[0].clone();
+            // A pass between two of Tokio's milliseconds: the wheel's time is now 0.5 ms.
+            tokio::time::advance(Duration::from_micros(500)).await;
+            driver.kick(PASS);
+            let passed = driver.passed_through.load(Relaxed);
+            assert!(passed >= 500_000);
+            let second = Arc::new(OnWake(AtomicUsize::new(0), || {}));
+            let (s, w) = (shard.clone(), Waker::from(second.clone()));
+            // Filed already due: its pass comes at once, and its waker files more due work.
+            let first = Arc::new(OnWake(AtomicUsize::new(0), move || {
+                s.register_persistent(1, w.clone()).unwrap();
+            }));
+            shard
+                .register_persistent(1, Waker::from(first.clone()))
+                .unwrap();
+            assert_eq!(first.0.load(SeqCst), 1, "the first due work got its pass");
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(
+                second.0.load(SeqCst),
+                1,
+                "the second waits for the clock to move"
+            );
+            driver.shutdown();
+        });
+    }
+
     #[test]
     fn a_payload_that_panics_on_drop_is_contained() {
         struct Bomb;
