@@ -632,6 +632,62 @@ async fn multi_thread_runtime_sleeps_are_never_early() {
     assert_eq!(Timer::current().pending(), 0);
 }
 
+/// Sleeps polled once by one task and then awaited by another (a waker swapped in under the
+/// lock, racing the pass that fires the entry on whichever worker Tokio fires the alarm), or
+/// dropped on a plain thread (a cancel from another thread than the shard's, on a busy timer:
+/// handed over), while their deadlines come: every awaited one completes, none early, and
+/// nothing is left pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sleeps_handed_between_tasks_and_threads_near_their_deadline_complete_once_never_early() {
+    const N: usize = 2000;
+    let timer = Timer::builder().build().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Sleep>();
+    let (drop_tx, drop_rx) = std::sync::mpsc::channel::<Sleep>();
+    let dropper = std::thread::spawn(move || drop_rx.into_iter().for_each(drop));
+    let awaiter = tokio::spawn(async move {
+        let mut tasks = Vec::new();
+        while let Some(s) = rx.recv().await {
+            tasks.push(tokio::spawn(async move {
+                let deadline = s.deadline();
+                s.await;
+                Instant::now() >= deadline
+            }));
+        }
+        let mut completed = 0;
+        for t in tasks {
+            assert!(t.await.unwrap(), "a sleep completed before its deadline");
+            completed += 1;
+        }
+        completed
+    });
+    let mut rng = XorShift::new(0x5eed);
+    let mut sent = 0;
+    for i in 0..N {
+        let mut s = timer.sleep(Duration::from_micros(rng.below(3_000)));
+        // Registered by this task's waker (or due at once, then completed).
+        if poll_with(&mut s, &futures::task::noop_waker()).is_ready() {
+            continue;
+        }
+        if i % 3 == 0 {
+            drop_tx.send(s).unwrap();
+        } else {
+            tx.send(s).unwrap();
+            sent += 1;
+        }
+        if i % 64 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    drop((tx, drop_tx));
+    let completed = tokio::time::timeout(Duration::from_secs(20), awaiter)
+        .await
+        .expect("a handed-over sleep never completed")
+        .unwrap();
+    dropper.join().unwrap();
+    assert_eq!(completed, sent);
+    assert_eq!(timer.pending(), 0);
+}
+
 #[test]
 fn two_runtimes_in_two_threads_have_distinct_default_timers() {
     let barrier = Arc::new(Barrier::new(2));
