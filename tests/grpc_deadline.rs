@@ -460,3 +460,28 @@ async fn a_call_cut_by_a_timer_shutdown_answers_unavailable() {
     assert_eq!(res.headers()["grpc-status"], "14"); // UNAVAILABLE
     assert!(res.body().is_empty());
 }
+
+/// Nested layers (a server-wide cap outside, a per-method layer inside): the handler's
+/// deadline is the sooner of the two, so what it sees and passes on is the one that cuts it.
+#[tokio::test(start_paused = true)]
+async fn nested_layers_give_the_handler_the_sooner_deadline() {
+    use tower::{Service, ServiceBuilder, ServiceExt};
+    let start = Instant::now();
+    let mut svc = ServiceBuilder::new()
+        .layer(GrpcTimeoutLayer::new().max(Duration::from_secs(1)))
+        .layer(GrpcTimeoutLayer::new())
+        .service_fn(|req: http::Request<()>| async move {
+            let ext = *req.extensions().get::<Deadline>().expect("no extension");
+            let current = Deadline::current().expect("no deadline");
+            Ok::<_, std::convert::Infallible>(http::Response::new(Some((ext, current))))
+        });
+    let req = http::Request::builder()
+        .header("grpc-timeout", "10S")
+        .body(())
+        .unwrap();
+    let res = svc.ready().await.unwrap().call(req).await.unwrap();
+    let (ext, current) = res.into_body().expect("answered DEADLINE_EXCEEDED");
+    let cut_at = start + Duration::from_secs(1);
+    assert_eq!(current.instant(), cut_at, "Deadline::current");
+    assert_eq!(ext.instant(), cut_at, "the request's Deadline extension");
+}

@@ -116,7 +116,8 @@ impl<S> Layer<S> for GrpcTimeoutLayer {
 }
 
 /// A gRPC service with a deadline: the sooner of the request's `grpc-timeout` and the
-/// layer's maximum. The handler sees it as a [`Deadline`] request extension and as
+/// layer's maximum (and of the [`Deadline`] an outer `GrpcTimeout` gave the request, if any:
+/// nested layers hand the handler the deadline that cuts it). The handler sees it as a [`Deadline`] request extension and as
 /// [`Deadline::current`]; when it passes, the handler's future is dropped and the client gets
 /// a trailers-only `DEADLINE_EXCEEDED`: HTTP 200, `content-type: application/grpc`,
 /// `grpc-status: 4`, `grpc-message: Deadline exceeded`. A response that is ready in time goes
@@ -181,7 +182,12 @@ where
                 },
             };
         };
-        let deadline = Deadline::after(limit);
+        // Under another `GrpcTimeoutLayer` (a server-wide cap outside a per-method layer), the
+        // outer deadline may be the sooner: the one that cuts the call is the handler's.
+        let mut deadline = Deadline::after(limit);
+        if let Some(&outer) = request.extensions().get::<Deadline>() {
+            deadline = deadline.min(outer);
+        }
         request.extensions_mut().insert(deadline);
         let inner = &mut self.inner;
         let timed = self.timer.try_timeout_at(deadline.instant(), || {
