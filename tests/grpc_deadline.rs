@@ -485,3 +485,29 @@ async fn nested_layers_give_the_handler_the_sooner_deadline() {
     assert_eq!(current.instant(), cut_at, "Deadline::current");
     assert_eq!(ext.instant(), cut_at, "the request's Deadline extension");
 }
+
+/// What a client passes on never outlasts the deadline it serves under: `grpc-timeout` is
+/// rounded down, in whatever unit keeps it within 8 digits.
+#[tokio::test(start_paused = true)]
+async fn a_propagated_deadline_is_never_longer_than_what_is_left() {
+    use tower::{Service, ServiceExt};
+    let channel = tower::service_fn(|req: http::Request<()>| async move {
+        Ok::<_, std::convert::Infallible>(req.headers()["grpc-timeout"].clone())
+    });
+    let mut client = tower::Layer::layer(&PropagateDeadlineLayer::new(), channel);
+    for left in [
+        Duration::from_nanos(100_000_001),
+        Duration::from_nanos(100_000_000_001),
+        Duration::from_millis(99_999_999) + Duration::from_nanos(1),
+        Duration::from_secs(99_999_999 * 60) + Duration::from_nanos(1),
+        Duration::from_secs(7200) + Duration::from_nanos(999_999_999),
+    ] {
+        let mut req = http::Request::new(());
+        req.extensions_mut().insert(Deadline::after(left));
+        let sent = client.ready().await.unwrap().call(req).await.unwrap();
+        assert!(sent.len() <= 9, "{left:?} sent as {sent:?}");
+        let sent_d = parse_grpc_timeout(sent.as_bytes()).expect("well-formed");
+        assert!(sent_d <= left, "{left:?} left, but {sent:?} passed on");
+        assert!(left - sent_d <= left / 50_000, "{left:?} -> {sent:?}");
+    }
+}

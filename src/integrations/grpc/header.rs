@@ -59,6 +59,18 @@ pub fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
 /// assert_eq!(format_grpc_timeout(Duration::ZERO), "0n");
 /// ```
 pub fn format_grpc_timeout(timeout: Duration) -> HeaderValue {
+    format(timeout, u128::div_ceil)
+}
+
+/// Formats what is left of a deadline being passed on: as [`format_grpc_timeout`], but rounded
+/// down, so that the callee's deadline is never later than the caller's.
+pub(crate) fn format_grpc_timeout_left(left: Duration) -> HeaderValue {
+    format(left, |nanos, per| nanos / per)
+}
+
+/// The finest unit that holds `timeout`, divided by `round`, in 8 digits; past `99999999H`,
+/// that.
+fn format(timeout: Duration, round: fn(u128, u128) -> u128) -> HeaderValue {
     const UNITS: [(u128, char); 6] = [
         (1, 'n'),
         (1_000, 'u'),
@@ -70,7 +82,7 @@ pub fn format_grpc_timeout(timeout: Duration) -> HeaderValue {
     let nanos = timeout.as_nanos();
     let (n, unit) = UNITS
         .iter()
-        .map(|&(per, unit)| (nanos.div_ceil(per), unit))
+        .map(|&(per, unit)| (round(nanos, per), unit))
         .find(|&(n, _)| n <= 99_999_999)
         .unwrap_or((99_999_999, 'H'));
     HeaderValue::from_str(&format!("{n}{unit}")).expect("digits and a letter")

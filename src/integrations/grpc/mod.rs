@@ -36,6 +36,7 @@ mod propagate;
 mod timeout;
 
 pub use self::deadline::Deadline;
+use self::header::format_grpc_timeout_left;
 pub use self::header::{format_grpc_timeout, parse_grpc_timeout};
 pub use self::propagate::{PropagateDeadline, PropagateDeadlineLayer};
 pub use self::timeout::{GrpcTimeout, GrpcTimeoutLayer, ResponseFuture};

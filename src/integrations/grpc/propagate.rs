@@ -5,7 +5,7 @@ use std::task::{Context, Poll};
 use http::Request;
 use tower::{Layer, Service};
 
-use super::{format_grpc_timeout, parse_grpc_timeout, Deadline};
+use super::{format_grpc_timeout_left, parse_grpc_timeout, Deadline};
 
 /// Applies [`PropagateDeadline`] to a gRPC client (a tonic `Channel`, a hyper client).
 ///
@@ -52,8 +52,10 @@ impl<S> Layer<S> for PropagateDeadlineLayer {
 
 /// A gRPC client that sets each outgoing request's `grpc-timeout` to what is left of its
 /// deadline: the request's own [`Deadline`] extension if it has one, else
-/// [`Deadline::current`] (the deadline of the call this task is serving). A `grpc-timeout`
-/// already on the request is kept if it is sooner. Without a deadline the request goes out as
+/// [`Deadline::current`] (the deadline of the call this task is serving), rounded down to the
+/// unit that keeps it within 8 digits (unlike [`format_grpc_timeout`](super::format_grpc_timeout),
+/// which rounds up), so the callee's deadline is never later than the caller's. A
+/// `grpc-timeout` already on the request is kept if it is sooner. Without a deadline the request goes out as
 /// it is. The header is computed when the request is sent (`call`), so time spent before
 /// counts.
 ///
@@ -113,16 +115,17 @@ where
             .copied()
             .or_else(Deadline::current);
         if let Some(deadline) = deadline {
-            let left = deadline.remaining();
+            // Rounded down: the callee must give up no later than this call does.
+            let left = format_grpc_timeout_left(deadline.remaining());
             let sooner = request
                 .headers()
                 .get("grpc-timeout")
                 .and_then(|v| parse_grpc_timeout(v.as_bytes()))
-                .map_or(true, |already| left < already);
+                .map_or(true, |already| {
+                    parse_grpc_timeout(left.as_bytes()).is_some_and(|left| left < already)
+                });
             if sooner {
-                request
-                    .headers_mut()
-                    .insert("grpc-timeout", format_grpc_timeout(left));
+                request.headers_mut().insert("grpc-timeout", left);
             }
         }
         self.inner.call(request)
