@@ -511,3 +511,31 @@ async fn a_propagated_deadline_is_never_longer_than_what_is_left() {
         assert!(left - sent_d <= left / 50_000, "{left:?} -> {sent:?}");
     }
 }
+
+/// A request's own, later [`Deadline`] made while serving a call does not outlast that call:
+/// the sooner of the two is passed on, as with a `grpc-timeout` already on the request.
+#[tokio::test(start_paused = true)]
+async fn a_later_deadline_on_an_outgoing_request_does_not_outlast_the_call_served() {
+    use tower::{Service, ServiceBuilder, ServiceExt};
+    let mut svc = ServiceBuilder::new()
+        .layer(GrpcTimeoutLayer::new())
+        .service_fn(|_req: http::Request<()>| async move {
+            let channel = tower::service_fn(|req: http::Request<()>| async move {
+                Ok::<_, std::convert::Infallible>(req.headers()["grpc-timeout"].clone())
+            });
+            let mut client = tower::Layer::layer(&PropagateDeadlineLayer::new(), channel);
+            let mut out = http::Request::new(());
+            out.extensions_mut()
+                .insert(Deadline::after(Duration::from_secs(10)));
+            let sent = client.ready().await.unwrap().call(out).await.unwrap();
+            Ok::<_, std::convert::Infallible>(http::Response::new(Some(sent)))
+        });
+    let req = http::Request::builder()
+        .header("grpc-timeout", "1S")
+        .body(())
+        .unwrap();
+    let res = svc.ready().await.unwrap().call(req).await.unwrap();
+    let sent = res.into_body().expect("answered DEADLINE_EXCEEDED");
+    let sent = parse_grpc_timeout(sent.as_bytes()).unwrap();
+    assert!(sent <= Duration::from_secs(1), "passed on {sent:?}");
+}

@@ -51,8 +51,9 @@ impl<S> Layer<S> for PropagateDeadlineLayer {
 }
 
 /// A gRPC client that sets each outgoing request's `grpc-timeout` to what is left of its
-/// deadline: the request's own [`Deadline`] extension if it has one, else
-/// [`Deadline::current`] (the deadline of the call this task is serving), rounded down to the
+/// deadline: the sooner of the request's own [`Deadline`] extension and
+/// [`Deadline::current`] (the deadline of the call this task is serving), whichever it has,
+/// rounded down to the
 /// unit that keeps it within 8 digits (unlike [`format_grpc_timeout`](super::format_grpc_timeout),
 /// which rounds up), so the callee's deadline is never later than the caller's. A
 /// `grpc-timeout` already on the request is kept if it is sooner. Without a deadline the request goes out as
@@ -109,11 +110,12 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> S::Future {
-        let deadline = request
-            .extensions()
-            .get::<Deadline>()
-            .copied()
-            .or_else(Deadline::current);
+        // The sooner of the request's own and the served call's: an answer after the latter
+        // is of no use to the call being served.
+        let deadline = match (request.extensions().get::<Deadline>(), Deadline::current()) {
+            (Some(&own), Some(current)) => Some(own.min(current)),
+            (own, current) => own.copied().or(current),
+        };
         if let Some(deadline) = deadline {
             // Rounded down: the callee must give up no later than this call does.
             let left = format_grpc_timeout_left(deadline.remaining());
