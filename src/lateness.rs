@@ -11,8 +11,10 @@ use crate::loom::AtomicU64;
 const BUCKETS: usize = 32;
 
 /// How late the entries a [`Timer`](crate::Timer) fired were: the time from each entry's
-/// deadline to the firing pass that woke it (how late Tokio woke the timer, plus the pass's
-/// own work), counted in a histogram of power-of-two buckets (under 1 µs, 1-2 µs, 2-4 µs, ...,
+/// deadline to the start of the firing pass that woke it (how late Tokio woke the timer; the
+/// pass reads the clock once, as it starts, so the time it then spends waking the entries
+/// before an entry is not counted: in a pass that wakes very many, the last are woken that
+/// much later than their figure says), counted in a histogram of power-of-two buckets (under 1 µs, 1-2 µs, 2-4 µs, ...,
 /// 2^30 µs and more), with the largest lateness seen.
 ///
 /// Part of [`TimerMetrics`](crate::TimerMetrics), counted since the timer was built. For
@@ -32,8 +34,10 @@ const BUCKETS: usize = 32;
 /// duration is zero. One made with a non-zero duration reads no clock on its first poll: if
 /// that poll comes after its deadline, it is filed, fires on the timer's next pass and
 /// counts as late from its deadline (unless the wheel's time has already passed it). A
-/// delayed task [reset](crate::DelayedTask::reset) to an instant in the past is due at once
-/// and counts as late from the reset, not from that instant. An
+/// delayed task [reset](crate::DelayedTask::reset) to an earlier instant already in the past is
+/// due at once and counts as late from the reset, not from that instant (a reset to a later
+/// instant reads no clock: if that instant has passed too, the timer was late for the old
+/// deadline already, and the entry counts as late from the new one). An
 /// [`Interval`](crate::Interval)'s tick already due when polled (the loop body took longer
 /// than a period) completes on that poll without firing, and is not counted either: a slow
 /// consumer does not show as lateness.
