@@ -4,7 +4,10 @@
 //!   its own [`max`](GrpcTimeoutLayer::max) (which also applies when the header is absent), and
 //!   answers a trailers-only `DEADLINE_EXCEEDED` (HTTP 200, `content-type: application/grpc`,
 //!   `grpc-status: 4`, a `grpc-message`) when the handler is late. The handler sees the
-//!   [`Deadline`] as a request extension and as [`Deadline::current`].
+//!   [`Deadline`] as a request extension and as [`Deadline::current`]. Only the handler's
+//!   future is timed, as by tonic's server: a response whose headers went out in time (a
+//!   server stream included) streams on past the deadline, and the stream does not see
+//!   [`Deadline::current`]; bound it yourself with the request's [`Deadline`].
 //! - [`PropagateDeadlineLayer`] (client side) sets `grpc-timeout` on outgoing requests from the
 //!   deadline of the request being served, so a deadline holds through a chain of services.
 //! - [`parse_grpc_timeout`] and [`format_grpc_timeout`] are the header's codec.
