@@ -5,11 +5,17 @@ use std::fmt::Write as _;
 /// The text a row shows for a system this build cannot measure.
 pub(crate) const NOT_MEASURED: &str = "n/a";
 
-/// The median of `v` (the upper one for an even count); NaN for an empty `v`.
+/// The median of `v` (for an even count, the mean of the two middle values: the upper one
+/// alone would be the better of two repetitions for a rate and the worse for a cost, so
+/// `--reps 2` would read as the best or worst run); NaN for an empty `v`.
 pub(crate) fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// Half the range of `v`, in percent of its median: how far apart the repetitions were.
@@ -300,6 +306,10 @@ mod tests {
     fn medians_and_spreads() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert!(median(&[]).is_nan());
+        // An even count: the middle of the two middle values, whichever way is better.
+        assert_eq!(median(&[10.0, 20.0]), 15.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(spread_pct(&[10.0, 20.0]), 5.0 / 15.0 * 100.0);
         assert_eq!(spread_pct(&[90.0, 100.0, 110.0]), 10.0);
         let mut calls = 0.0;
         let reps = interleaved(3, &["a", "b"], |&s| {
