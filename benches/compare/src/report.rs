@@ -53,6 +53,12 @@ impl<const K: usize> Reps<K> {
         m
     }
 
+    /// Whether `check` holds for some repetition's figures taken together (a warning that
+    /// compares two figures of one run must not compare medians of different runs).
+    pub(crate) fn any_run(&self, check: impl Fn(&[f64; K]) -> bool) -> bool {
+        self.runs.iter().any(check)
+    }
+
     /// The median of every figure, each taken on its own.
     pub(crate) fn medians(&self) -> [f64; K] {
         std::array::from_fn(|k| self.median(k))
@@ -324,6 +330,12 @@ mod tests {
         assert_eq!(a.medians_but_max(&[0]), [4.0, 1.0]);
         assert!(reps[1].is_none(), "b is not measurable in this build");
         assert_eq!(a.shown(1, |x| format!("{x:.1}")), "1.0 ±0%");
+        // One run in three late (figure 0 past figure 1): the medians hide it, a run does not.
+        let mut late = [[1.0, 5.0], [9.0, 5.0], [2.0, 5.0]].into_iter();
+        let r = interleaved(3, &["x"], |_| late.next()).remove(0).unwrap();
+        assert!(r.median(0) <= r.median(1));
+        assert!(r.any_run(|f| f[0] > f[1]));
+        assert!(!r.any_run(|f| f[0] > 10.0));
     }
 
     #[test]
