@@ -353,6 +353,25 @@ fn measure(
     result
 }
 
+/// Ours' share of server CPU against stock's, and the target's verdict. A share is a
+/// difference of two measured figures: at or below zero it is inside the noise, and neither a
+/// ratio nor the target can be read from it (two negative shares would divide into a
+/// meaningless ratio, and any negative one would meet the target).
+fn share_verdict(ours: f64, stock: f64) -> String {
+    if ours > 0.0 && stock > 0.0 {
+        format!(
+            "{}; {}",
+            ratio(ours, stock, false),
+            target(
+                ours <= TARGET_SHARE * stock,
+                &format!("<= {TARGET_SHARE}x stock")
+            )
+        )
+    } else {
+        "n/a (a share at or below 0 is inside the noise)".to_string()
+    }
+}
+
 fn run(ctx: &Ctx, summary: &mut Summary) {
     let conns = ctx.size(64, 8);
     let warm_up = ctx.size(Duration::from_millis(500), Duration::from_millis(100));
@@ -437,18 +456,35 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
             |x| format!("{x:.1} µs"),
         );
         if let (Some(o), Some(s)) = (share(&ours), share(&stock)) {
-            let met = o <= TARGET_SHARE * s;
             summary.add_text(
                 &format!("timers' share of server CPU per request, K = {k}"),
                 &format!("{o:.2} µs"),
                 peer,
                 &format!("{s:.2} µs"),
-                &format!(
-                    "{}; {}",
-                    ratio(o, s, false),
-                    target(met, &format!("<= {TARGET_SHARE}x stock"))
-                ),
+                &share_verdict(o, s),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share_verdict;
+
+    #[test]
+    fn a_share_in_the_noise_has_no_verdict() {
+        assert_eq!(
+            share_verdict(1.0, 4.0),
+            "4.00x better; target met (<= 0.5x stock)"
+        );
+        assert_eq!(
+            share_verdict(3.0, 4.0),
+            "1.33x better; target missed (<= 0.5x stock)"
+        );
+        // Both negative would otherwise read "2.00x worse", and a negative share of ours
+        // "target met".
+        assert!(share_verdict(-0.2, -0.1).starts_with("n/a"));
+        assert!(share_verdict(-0.2, 1.0).starts_with("n/a"));
+        assert!(share_verdict(0.5, 0.0).starts_with("n/a"));
     }
 }
