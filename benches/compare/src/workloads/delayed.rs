@@ -7,7 +7,8 @@
 //! dropped (it cannot drop below the 1 s spread, so it says little about cost), the process CPU
 //! time over that span (tasks per CPU-second: the throughput the machine gets), the time taken
 //! to issue the 1M tasks, and the peak of allocated bytes above the start (handles included,
-//! from the counting allocator). Tasks whose delay ends while the others are still being
+//! from the counting allocator, in one more run of each system, untimed: counting costs every
+//! allocation and free a shared atomic update, which the timed runs must not pay). Tasks whose delay ends while the others are still being
 //! created run before the cancel pass reaches them, so fewer than half are cancelled; the table
 //! gives both counts.
 
@@ -76,12 +77,15 @@ impl System {
         }
     }
 
-    fn measure(self, workers: usize, n: usize, spread: Duration) -> [f64; 6] {
+    /// The figures of one run; with `metered`, the allocation meter runs throughout (for the
+    /// peak: the other figures then pay for its counting).
+    fn measure(self, workers: usize, n: usize, spread: Duration, metered: bool) -> [f64; 6] {
         match self {
             System::Ours => bench(
                 workers,
                 n,
                 spread,
+                metered,
                 |d, s| spawn_after(d, async move { s.work() }),
                 |h| {
                     h.cancel();
@@ -91,6 +95,7 @@ impl System {
                 workers,
                 n,
                 spread,
+                metered,
                 |d, s| {
                     let at = Instant::now() + d;
                     tokio::spawn(async move {
@@ -104,8 +109,16 @@ impl System {
     }
 }
 
-/// `[wall ms, tasks/s by wall time, peak MB, tasks run, process CPU s, spawn-phase ms]`.
-fn bench<H, Sp, C>(workers: usize, n: usize, spread: Duration, spawn: Sp, cancel: C) -> [f64; 6]
+/// `[wall ms, tasks/s by wall time, peak MB, tasks run, process CPU s, spawn-phase ms]`; the
+/// peak is NaN unless `metered`.
+fn bench<H, Sp, C>(
+    workers: usize,
+    n: usize,
+    spread: Duration,
+    metered: bool,
+    spawn: Sp,
+    cancel: C,
+) -> [f64; 6]
 where
     H: Send + 'static,
     Sp: Fn(Duration, Settle) -> H + Send + 'static,
@@ -120,7 +133,7 @@ where
                 settled: AtomicUsize::new(0),
                 all_settled: Notify::new(),
             });
-            let meter = Meter::start();
+            let meter = metered.then(Meter::start);
             let cpu0 = process_ticks();
             let start = std::time::Instant::now();
             let handles: Vec<H> = (0..n)
@@ -135,13 +148,15 @@ where
             }
             let wall = start.elapsed();
             let cpu = (process_ticks() - cpu0) as f64 * TICK_MS as f64 / 1e3;
-            let peak = meter.peak();
+            let peak = meter
+                .as_ref()
+                .map_or(f64::NAN, |m| m.peak().max(0) as f64 / 1e6);
             drop(meter);
             drop(handles);
             [
                 wall.as_secs_f64() * 1e3,
                 n as f64 / wall.as_secs_f64(),
-                peak.max(0) as f64 / 1e6,
+                peak,
                 probe.ran.load(Relaxed) as f64,
                 cpu,
                 spawn_phase.as_secs_f64() * 1e3,
@@ -163,9 +178,14 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         Flavor::MultiThread.label(ctx.workers)
     );
     let reps = interleaved(ctx.reps, &SYSTEMS, |sys| {
-        Some(sys.measure(ctx.workers, n, spread))
+        Some(sys.measure(ctx.workers, n, spread, false))
     });
-    let [ours, tokio] = [0, 1].map(|s| reps[s].as_ref().expect("always measured").medians());
+    let [mut ours, mut tokio] =
+        [0, 1].map(|s| reps[s].as_ref().expect("always measured").medians());
+    // The peak from one more run of each, metered and untimed.
+    for (sys, r) in SYSTEMS.iter().zip([&mut ours, &mut tokio]) {
+        r[2] = sys.measure(ctx.workers, n, spread, true)[2];
+    }
     let per_cpu = |r: &[f64; 6]| n as f64 / r[4];
     let rows: Vec<Vec<String>> = SYSTEMS
         .iter()
