@@ -802,6 +802,7 @@ impl<T> DelayQueue<T> {
     /// ```
     pub fn shrink_to_fit(&mut self) {
         self.wheel.shrink_to_fit();
+        self.shrink_maps();
     }
 
     /// Gives back every byte the items do not need, as tokio-util's `compact`: the items move
@@ -835,9 +836,18 @@ impl<T> DelayQueue<T> {
                 self.unmap.insert(to, user);
             }
         }
+        self.shrink_maps();
+    }
+
+    /// Gives back what the compaction key maps hold beyond their entries (an earlier
+    /// compaction's, whose items have left since).
+    fn shrink_maps(&mut self) {
         if self.remap.is_empty() {
             self.remap = HashMap::new();
             self.unmap = HashMap::new();
+        } else {
+            self.remap.shrink_to_fit();
+            self.unmap.shrink_to_fit();
         }
     }
 

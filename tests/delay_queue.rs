@@ -1509,3 +1509,64 @@ async fn deadlines_decades_back_come_out_in_deadline_order() {
     let order: Vec<_> = drain(&mut q).into_iter().map(|e| e.into_inner()).collect();
     assert_eq!(order, ["20 years back", "15 years back", "1 s back"]);
 }
+
+/// `compact` leaves the queue holding what its items need, whatever it held before: the
+/// queues every burst of expiring items passes through, and the key maps of an earlier
+/// compaction, are given back too; and `shrink_to_fit` gives back the burst's queues of an
+/// emptied queue.
+#[tokio::test(start_paused = true)]
+async fn compact_gives_back_what_a_past_burst_and_compaction_held() {
+    use common::alloc::live_bytes;
+
+    /// A queue holding one item an hour away, compacted: what it needs.
+    fn lean() -> DelayQueue<u64> {
+        let mut q = DelayQueue::new();
+        q.insert(0, Duration::from_secs(3600));
+        q.compact();
+        q
+    }
+    let base = live_bytes();
+    let fresh = lean();
+    let needed = live_bytes() - base;
+    drop(fresh);
+
+    let base = live_bytes();
+    let mut q = DelayQueue::new();
+    // A burst of items due together, taken out: each passes through the queue's wheel.
+    for i in 0..4000u64 {
+        q.insert(i, ms(5));
+    }
+    time::advance(ms(5)).await;
+    for _ in 0..4000 {
+        q.next().await.unwrap();
+    }
+    assert!(q.next().await.is_none());
+    // A compaction that moves many items (their keys are mapped), then all but one go.
+    let keys: Vec<Key> = (0..4000u64)
+        .map(|i| q.insert(i, Duration::from_secs(7200 + i)))
+        .collect();
+    for k in keys.iter().step_by(2) {
+        q.remove(k);
+    }
+    q.compact();
+    for k in keys.iter().skip(1).step_by(2) {
+        q.remove(k);
+    }
+    drop(keys);
+    q.shrink_to_fit();
+    let emptied = live_bytes() - base;
+    q.insert(0, Duration::from_secs(3600));
+    q.compact();
+    let held = live_bytes() - base;
+    assert!(
+        held <= needed + 1024,
+        "compacted to one item, the queue holds {held} bytes; a fresh one {needed}"
+    );
+    q.clear();
+    q.shrink_to_fit();
+    assert!(
+        live_bytes() - base <= needed + 1024,
+        "emptied and shrunk, the queue holds {} bytes (before the compaction: {emptied})",
+        live_bytes() - base
+    );
+}

@@ -179,7 +179,8 @@ impl Timer {
 
     /// Gives memory back now: each shard's slab of entries if it is empty (a shard also does
     /// this by itself when it empties while holding more than a few thousand slots), spare
-    /// bucket-heap capacity, empty top levels of its wheel, and the buffers that hold the
+    /// bucket-heap capacity, the room kept for a burst of timers due within one tick, empty
+    /// top levels of its wheel, and the buffers that hold the
     /// cancels handed over from other threads (after removing those entries). Pending timers
     /// are unaffected.
     ///

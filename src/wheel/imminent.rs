@@ -146,6 +146,18 @@ impl Imminent {
         self.forget_items();
     }
 
+    /// Gives back the queues' memory beyond the items they hold (all of it when no entry is
+    /// imminent: the items left then are stale).
+    pub(super) fn shrink_to_fit(&mut self) {
+        if self.list.is_empty() {
+            self.run = VecDeque::new();
+            self.heap = BinaryHeap::new();
+        } else {
+            self.run.shrink_to_fit();
+            self.heap.shrink_to_fit();
+        }
+    }
+
     /// Drops every item, giving back the memory of a large burst.
     fn forget_items(&mut self) {
         if self.run.capacity() > KEEP_ITEMS {

@@ -16,9 +16,11 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     }
 
     /// Moves every entry into a new slab exactly as large as needed, returning each entry's
-    /// old and new key. Deadlines, the wheel's time and the generation count are kept, so a
-    /// key handed out before never names a moved entry by accident. For wheels without
-    /// persistent entries (their parked state is not carried over).
+    /// old and new key, and gives back what the bucket heap and the imminent queues hold beyond
+    /// the moved entries' needs (a burst handed out long ago included). Deadlines, the wheel's
+    /// time and the generation count are kept, so a key handed out before never names a moved
+    /// entry by accident. For wheels without persistent entries (their parked state is not
+    /// carried over).
     pub(crate) fn compact(&mut self) -> Vec<(Key, Key)> {
         let head = self.new_head;
         let old = std::mem::replace(&mut self.entries, Slab::with_capacity(0));
@@ -40,6 +42,8 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         }
         // Work linked here was linked before too: nothing new to report.
         self.new_head = head;
+        self.heap.shrink_to_fit();
+        self.imminent.shrink_to_fit();
         moved
     }
 
@@ -64,8 +68,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     }
 
     /// Gives back memory held beyond what the pending entries need: the slab when empty, the
-    /// bucket heap's spare capacity, and empty top levels even while the bucket heap still
-    /// holds items of their (emptied) buckets.
+    /// bucket heap's and the imminent queues' spare capacity (which otherwise keep room for
+    /// the largest burst of a few thousand entries due in one tick), and empty top levels
+    /// even while the bucket heap still holds items of their (emptied) buckets.
     pub(crate) fn shrink_to_fit(&mut self) {
         if self.entries.is_empty() {
             self.entries = Slab::new();
@@ -89,6 +94,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         let kept = self.levels.len();
         self.heap.retain(|bucket| split(bucket).0 < kept);
         self.heap.shrink_to_fit();
+        self.imminent.shrink_to_fit();
         self.levels.shrink_to_fit();
     }
 }

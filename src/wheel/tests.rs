@@ -1139,6 +1139,38 @@ fn a_crowded_tick_queues_in_a_sorted_run_and_gives_its_memory_back() {
     w.assert_invariants();
 }
 
+/// The imminent queues keep room for a burst of up to a few thousand entries when they empty
+/// (the next burst then allocates nothing), but `shrink_to_fit` and `compact` give it back.
+#[test]
+fn shrink_to_fit_and_compact_give_back_the_imminent_queues() {
+    let tick = 1 << 20;
+    for compact in [false, true] {
+        let mut w = Wheel::with_tick(64, tick);
+        assert!(w.poll(5 * tick + 1).is_none());
+        let at = w.now() + 1;
+        // Out of order, so both the run and the heap grow.
+        for i in 0..3000u64 {
+            w.insert(at + (i * 7919) % 1000, i).unwrap();
+        }
+        let mut out = 0;
+        while w.poll(6 * tick).is_some() {
+            out += 1;
+        }
+        assert_eq!(out, 3000);
+        assert!(w.imminent.sizes().2 >= 1000, "kept for the next burst");
+        let later = w.insert(9 * tick, 0).unwrap();
+        if compact {
+            w.compact();
+        } else {
+            w.shrink_to_fit();
+        }
+        assert_eq!(w.imminent.sizes().2, 0, "compact {compact}");
+        w.assert_invariants();
+        assert!(w.contains(later) || compact);
+        assert_eq!(drain(&mut w, 9 * tick).len(), 1);
+    }
+}
+
 #[test]
 fn peek_finds_the_earliest_entry_even_behind_a_lazy_reschedule() {
     let mut w = Wheel::new(64);
