@@ -1059,7 +1059,10 @@ impl<T> DelayQueue<T> {
         match &mut self.alarm {
             HeadSleep::Wheel(sleep) => sleep.disarm(),
             HeadSleep::Reserved(alarm) => alarm.disarm(),
-            HeadSleep::Default | HeadSleep::Tokio(_) => {}
+            // After a shutdown: Tokio's sleep would otherwise wake the task at its old
+            // deadline with nothing in the queue.
+            HeadSleep::Tokio(sleep) => sleep.disarm(),
+            HeadSleep::Default => {}
         }
         self.armed = u64::MAX;
     }

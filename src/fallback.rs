@@ -98,6 +98,25 @@ impl TokioSleep {
             self.sleep.as_mut().reset(deadline);
         }
     }
+
+    /// Nothing to wait for (an emptied `DelayQueue`): takes the sleep off Tokio's timer, in
+    /// place (no allocation), so it wakes nobody at its old deadline, holds no waker, and
+    /// gives a paused clock no instant to advance to; the next wait registers it again. A
+    /// sleep on a runtime that is gone or not current is left as it is.
+    pub(crate) fn disarm(&mut self) {
+        let handle = match self.elsewhere {
+            None if !self.shard.runtime_gone() => self.shard.runtime().clone(),
+            Some(id) => match Handle::try_current() {
+                Ok(current) if current.id() == id => current,
+                _ => return,
+            },
+            None => return,
+        };
+        let _guard = handle.enter();
+        let deadline = self.sleep.deadline();
+        // A Tokio sleep registers with its timer only when first polled.
+        self.sleep.set(tokio::time::sleep_until(deadline));
+    }
 }
 
 /// A sleep on the timer's runtime, or on the current one if the timer's has shut down (and

@@ -1570,3 +1570,45 @@ async fn compact_gives_back_what_a_past_burst_and_compaction_held() {
         live_bytes() - base
     );
 }
+
+/// After its timer shuts down, a queue that has nothing left to wait for (cleared, or its
+/// last item removed) leaves nothing on Tokio's timer: it wakes nobody at the deadline it
+/// waited for, and a paused clock does not advance to it, as before the shutdown.
+#[tokio::test(start_paused = true)]
+async fn after_a_shutdown_an_emptied_queue_wakes_nobody_at_its_old_deadline() {
+    for clear in [true, false] {
+        let timer = Timer::builder().build().unwrap();
+        let mut q = task::spawn(timer.delay_queue());
+        let key = q.insert("a", ms(10));
+        assert_pending!(poll!(q));
+        timer.shutdown();
+        settle().await;
+        assert_pending!(poll!(q), "clear {clear}: waits on Tokio's timer now");
+        if clear {
+            q.clear();
+        } else {
+            q.remove(&key);
+        }
+        assert!(q.is_woken(), "clear {clear}");
+        assert!(assert_ready!(poll!(q)).is_none());
+        let emptied = Instant::now();
+        // Idle: a paused clock advances to the next timer, if any is left.
+        common::idle_on_another_thread().await;
+        assert_eq!(
+            Instant::now(),
+            emptied,
+            "clear {clear}: a timer is left for an empty queue"
+        );
+        step(ms(10)).await;
+        assert!(
+            !q.is_woken(),
+            "clear {clear}: woken at the old deadline with nothing in the queue"
+        );
+        // Refilled, it waits on Tokio's timer again, on time.
+        q.insert("b", ms(5));
+        assert_pending!(poll!(q));
+        step(ms(5)).await;
+        assert!(q.is_woken(), "clear {clear}");
+        assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "b");
+    }
+}
