@@ -161,6 +161,16 @@ async fn until_closed(tcp: &mut TcpStream) -> Duration {
     start.elapsed()
 }
 
+/// Sends `request` on a new connection, reads its response, and waits for the server to close
+/// the connection: the response.
+async fn answered_then_closed(addr: SocketAddr, request: &[u8]) -> String {
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(request).await.unwrap();
+    let res = read_response(&mut tcp).await;
+    until_closed(&mut tcp).await;
+    res
+}
+
 /// Reads one whole `Content-Length: 2` response.
 async fn read_response(tcp: &mut TcpStream) -> String {
     let mut out = Vec::new();
@@ -260,12 +270,11 @@ async fn pipelined_partial_head_is_bounded_by_the_keep_alive_limit() {
         .header_read_timeout(ms(100))
         .keep_alive_timeout(ms(300));
     let (addr, metrics, task) = start(s);
-    let mut tcp = TcpStream::connect(addr).await.unwrap();
-    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\nGET / HTTP/1.1\r\nhost")
-        .await
-        .unwrap();
-    read_response(&mut tcp).await;
-    until_closed(&mut tcp).await;
+    answered_then_closed(
+        addr,
+        b"GET / HTTP/1.1\r\nhost: x\r\n\r\nGET / HTTP/1.1\r\nhost",
+    )
+    .await;
     closed(&metrics, CloseReason::KeepAlive).await;
     task.abort();
 }
@@ -308,13 +317,8 @@ async fn idle_keep_alive_is_closed_at_the_keep_alive_limit() {
 async fn keep_alive_waits_for_the_request_in_flight() {
     let s = server().await.keep_alive_timeout(ms(100));
     let (addr, metrics, task) = start(s);
-    let mut tcp = TcpStream::connect(addr).await.unwrap();
-    tcp.write_all(b"GET /slow/300 HTTP/1.1\r\nhost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let res = read_response(&mut tcp).await;
+    let res = answered_then_closed(addr, b"GET /slow/300 HTTP/1.1\r\nhost: x\r\n\r\n").await;
     assert!(res.starts_with("HTTP/1.1 200"), "{res}");
-    until_closed(&mut tcp).await;
     closed(&metrics, CloseReason::KeepAlive).await;
     task.abort();
 }
@@ -456,12 +460,7 @@ async fn a_silent_client_is_cut_at_the_idle_limit() {
 async fn a_keep_alive_connection_gone_quiet_is_counted_idle() {
     let s = server().await.idle_timeout(ms(200));
     let (addr, metrics, task) = start(s);
-    let mut tcp = TcpStream::connect(addr).await.unwrap();
-    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
-        .await
-        .unwrap();
-    read_response(&mut tcp).await;
-    until_closed(&mut tcp).await;
+    answered_then_closed(addr, b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").await;
     closed(&metrics, CloseReason::Idle).await;
     assert_eq!(metrics.closed(CloseReason::Completed), 0, "{metrics:?}");
     task.abort();
