@@ -1120,6 +1120,8 @@ fn alarm_on_a_clock_ahead(reserved: bool) {
             let start = Instant::now();
             q.insert("a", ms(300));
             assert_eq!(q.next().await.unwrap().into_inner(), "a");
+            // Moved to Tokio's timer, the queue (still alive) holds no slot of the timer's.
+            assert_eq!(timer.pending(), 0, "reserved {reserved}: a slot still held");
             start.elapsed()
         });
         let _ = tx.send(waited);

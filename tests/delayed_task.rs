@@ -559,11 +559,19 @@ async fn reset_moves_a_waiting_task_later_earlier_and_into_the_past() {
         ran_at.lock().unwrap().is_none(),
         "ran before its new deadline"
     );
-    // Earlier.
+    // Earlier, to an instant already passed: runs at once.
     assert!(t.reset(start + ms(450)));
     (&mut t).await.unwrap_or_else(|_| unreachable!());
     let at = ran_at.lock().unwrap().unwrap();
-    assert!(at >= start + ms(499), "{:?}", at - start); // the earlier deadline had passed
+    assert_on_time(at, start + ms(499));
+
+    // Earlier, to an instant still ahead: runs then, not at the old deadline.
+    let start = Instant::now();
+    let mut t = spawn_at(start + ms(500), async { Instant::now() });
+    tokio::time::sleep_until(start + ms(100)).await;
+    assert!(t.reset(start + ms(200)));
+    assert_eq!(t.deadline(), start + ms(200));
+    assert_on_time((&mut t).await.unwrap(), start + ms(200));
 
     // Into the past: starts at once.
     let mut t = spawn_after(Duration::from_secs(60), async { Instant::now() });

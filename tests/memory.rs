@@ -394,5 +394,58 @@ fn memory_is_flat_across_rounds_of_registering_and_cancelling() {
         );
         ticker.abort();
         assert_eq!(remote_timer.pending(), 1, "the interval");
+
+        // A burst too small for a shard to give its memory back by itself when it empties:
+        // kept for the next one, until `shrink_to_fit` asks for it.
+        let timer = Timer::builder().build().unwrap();
+        timer.sleep(Duration::from_millis(2)).await;
+        settle_for(SETTLE_YIELDS).await;
+        let before = current();
+        let held = burst_cancelled(&timer, 1_000).await;
+        let levels = timer.metrics().levels;
+        timer.shrink_to_fit();
+        let after = current();
+        println!(
+            "shrink_to_fit: before {:.1} KiB, held after the burst {:.1} KiB, after {:.1} KiB",
+            kib(before),
+            kib(held),
+            kib(after)
+        );
+        assert!(
+            held >= before + 32 * 1024,
+            "a cancelled burst of 1,000 kept no memory for the next: {held} against {before}"
+        );
+        assert!(
+            after + 32 * 1024 <= held,
+            "shrink_to_fit gave back {} bytes of {}",
+            held.saturating_sub(after),
+            held - before
+        );
+        assert!(
+            timer.metrics().levels < levels,
+            "levels kept: {levels} before, {} after",
+            timer.metrics().levels
+        );
+        assert_eq!(timer.pending(), 0);
     });
+}
+
+/// Registers `n` sleeps 10 s to 20 s away (level 2 of the default geometry, kept when it
+/// empties) and cancels them all: the memory then held.
+async fn burst_cancelled(timer: &Timer, n: usize) -> usize {
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let sleeps: Vec<Sleep> = (0..n)
+        .map(|i| {
+            let d = Duration::from_secs(10) + Duration::from_millis(i as u64 * 10);
+            let mut s = timer.sleep(d);
+            assert!(Pin::new(&mut s).poll(&mut cx).is_pending());
+            s
+        })
+        .collect();
+    assert_eq!(timer.pending(), n);
+    drop(sleeps);
+    settle_for(SETTLE_YIELDS).await;
+    assert_eq!(timer.pending(), 0);
+    current()
 }

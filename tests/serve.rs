@@ -54,10 +54,11 @@ async fn in_flight(key: &str) {
 }
 
 /// `/` answers at once, `/slow/N` after N ms, `/kib/N` with N KiB, `/endless` with a body that never ends,
-/// `/panic` panics, `/tunnel` (CONNECT) opens an echo tunnel; a `?mark=K` query is recorded (see [`in_flight`]).
+/// `/panic` panics, `/tunnel` (CONNECT) and an HTTP/1 CONNECT to any authority open an echo
+/// tunnel; a `?mark=K` query is recorded (see [`in_flight`]).
 async fn app(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_owned();
-    if path == "/tunnel" {
+    if path == "/tunnel" || req.method() == http::Method::CONNECT {
         // A CONNECT tunnel that echoes what it gets.
         tokio::spawn(async move {
             if let Ok(up) = hyper::upgrade::on(req).await {
@@ -1139,6 +1140,44 @@ async fn http2_extended_connect_tunnel_outlives_the_keep_alive_limit() {
         tokio::time::sleep(ms(75)).await;
     }
     assert_eq!(metrics.active(), 1, "{metrics:?}");
+    task.abort();
+}
+
+/// An HTTP/1 CONNECT answered with success is an upgrade: counted `Completed` at its answer,
+/// its tunnel, busy, goes on past the keep-alive limit, which no longer applies to it.
+#[tokio::test]
+async fn http1_connect_tunnel_outlives_the_keep_alive_limit() {
+    let s = server().await.keep_alive_timeout(ms(150));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"CONNECT x:443 HTTP/1.1\r\nhost: x:443\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            tcp.read(&mut byte).await.unwrap(),
+            1,
+            "closed before the answer"
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    for _ in 0..8 {
+        tcp.write_all(b"ping").await.unwrap();
+        let mut buf = [0; 4];
+        tokio::time::timeout(Duration::from_secs(5), tcp.read_exact(&mut buf))
+            .await
+            .expect("no echo")
+            .unwrap_or_else(|e| panic!("tunnel cut: {e}; {metrics:?}"));
+        assert_eq!(&buf, b"ping");
+        tokio::time::sleep(ms(75)).await;
+    }
+    closed(&metrics, CloseReason::Completed).await;
+    assert_eq!(metrics.closed(CloseReason::KeepAlive), 0, "{metrics:?}");
+    assert_eq!(metrics.active(), 0, "{metrics:?}");
     task.abort();
 }
 

@@ -2,9 +2,9 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Mutex};
-use std::task::{Context, Waker};
+use std::task::{Context, RawWaker, RawWakerVTable, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -974,6 +974,48 @@ async fn re_polls_by_the_same_task_and_by_tasks_that_move_back_and_forth() {
     );
     assert!(poll_with(&mut s, &w1).is_ready());
     assert!(s.is_elapsed());
+}
+
+/// Clones of [`clone_counting_waker`]'s waker.
+static WAKER_CLONES: AtomicUsize = AtomicUsize::new(0);
+
+/// A waker that does nothing but count its clones (every one is the same waker: a null data
+/// pointer and this vtable).
+fn clone_counting_waker() -> Waker {
+    fn raw() -> RawWaker {
+        RawWaker::new(std::ptr::null(), &VTABLE)
+    }
+    fn clone(_: *const ()) -> RawWaker {
+        WAKER_CLONES.fetch_add(1, SeqCst);
+        raw()
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: the vtable's functions never read the data pointer (null), `clone` returns a
+    // waker with the same vtable, and `wake`, `wake_by_ref` and `drop` do nothing, so every
+    // requirement of `RawWaker` holds for any data pointer.
+    unsafe { Waker::from_raw(raw()) }
+}
+
+/// A re-poll of a waiting sleep by the task the wheel will wake takes no reference count:
+/// it clones no waker (the registration clones one, kept by the wheel).
+#[tokio::test(start_paused = true)]
+async fn a_re_poll_by_the_same_task_clones_no_waker() {
+    let waker = clone_counting_waker();
+    let mut s = sleep_wheel(Duration::from_millis(30));
+    assert!(poll_with(&mut s, &waker).is_pending());
+    let registered = WAKER_CLONES.load(SeqCst);
+    assert_eq!(registered, 1, "the registration keeps one clone");
+    for _ in 0..100 {
+        assert!(poll_with(&mut s, &waker).is_pending());
+    }
+    assert_eq!(
+        WAKER_CLONES.load(SeqCst),
+        registered,
+        "a re-poll cloned the waker"
+    );
+    tokio::time::advance(Duration::from_millis(30)).await;
+    assert!(poll_with(&mut s, &waker).is_ready());
 }
 
 #[tokio::test(start_paused = true)]
