@@ -3,7 +3,7 @@
 //! lock; a client that dies stops renewing, and the lease expires on its own.
 //!
 //! ```sh
-//! cargo run -p examples --example lease_watchdog    # about 2 s
+//! cargo run --release -p examples --example lease_watchdog    # about 2 s
 //! ```
 //!
 //! On the wheel:
@@ -147,7 +147,9 @@ async fn main() {
     dog.abort(); // the crash
     let _ = dog.await;
     let crashed_at = Instant::now();
+    // Bounded, so that a lease that never expires fails the example instead of hanging it.
     while server.owner().is_some() {
+        assert!(crashed_at.elapsed() < LEASE * 10, "the lease never expired");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let s = server.state.lock().unwrap();

@@ -2,7 +2,7 @@
 //! `FailbackRegistry` does on its timing wheel.
 //!
 //! ```sh
-//! cargo run -p examples --example retry    # about 1 s
+//! cargo run --release -p examples --example retry    # about 1 s
 //! ```
 //!
 //! A service registry that is down for a while: each provider's registration fails, and a
@@ -43,20 +43,20 @@ impl Registry {
 }
 
 /// The back-off before retry `attempt` (1-based), with up to 25% jitter added.
-fn backoff(attempt: u32, rng: &mut u64) -> (Duration, Duration) {
+fn backoff(attempt: u32, rng: &mut u64) -> Duration {
     let base = BASE.saturating_mul(1 << (attempt - 1).min(16)).min(MAX);
     *rng ^= *rng << 13;
     *rng ^= *rng >> 7;
     *rng ^= *rng << 17;
     let jitter = base.mul_f64((*rng % 1000) as f64 / 4000.0);
-    (base, base + jitter)
+    base + jitter
 }
 
 /// The failback state: each provider's pending retry, and what the retries did.
 struct Failback {
     registry: Arc<Registry>,
     pending: Mutex<HashMap<String, DelayedTask<()>>>,
-    /// (provider, attempt, the back-off's floor, how long the retry actually waited).
+    /// (provider, attempt, the back-off with its jitter, how long the retry actually waited).
     log: Mutex<Vec<(String, u32, Duration, Duration)>>,
     rng: Mutex<u64>,
 }
@@ -68,7 +68,7 @@ impl Failback {
             self.pending.lock().unwrap().remove(&name);
             return;
         }
-        let (floor, delay) = backoff(attempt, &mut self.rng.lock().unwrap());
+        let delay = backoff(attempt, &mut self.rng.lock().unwrap());
         let me = self.clone();
         let scheduled = Instant::now();
         let retry_name = name.clone();
@@ -76,7 +76,7 @@ impl Failback {
             me.log
                 .lock()
                 .unwrap()
-                .push((retry_name.clone(), attempt, floor, scheduled.elapsed()));
+                .push((retry_name.clone(), attempt, delay, scheduled.elapsed()));
             me.register(retry_name, attempt + 1);
         });
         self.pending.lock().unwrap().insert(name, task);
@@ -111,7 +111,10 @@ async fn main() {
     tokio::time::sleep(Duration::from_millis(30)).await;
     assert!(failback.unregister("provider-7"), "its retry was pending");
 
+    // Bounded, so that a retry that never comes fails the example instead of hanging it.
+    let give_up = start + Duration::from_secs(10);
     while !failback.pending.lock().unwrap().is_empty() {
+        assert!(Instant::now() < give_up, "retries still pending after 10 s");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let registered = registry.registered.lock().unwrap().clone();
@@ -125,10 +128,10 @@ async fn main() {
     );
     assert_eq!(registered.len(), PROVIDERS - 1);
     assert!(!registered.iter().any(|n| n == "provider-7"));
-    for (name, attempt, floor, waited) in &log {
+    for (name, attempt, delay, waited) in &log {
         assert!(
-            waited >= floor,
-            "{name} retry {attempt} came after {waited:?}, before its back-off {floor:?}"
+            waited >= delay,
+            "{name} retry {attempt} came after {waited:?}, before its back-off {delay:?}"
         );
     }
     assert!(attempts >= 4, "the back-off doubled a few times");
