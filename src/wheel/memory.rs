@@ -2,7 +2,7 @@
 
 use slab::Slab;
 
-use super::entry::{Key, List};
+use super::entry::{Key, List, PARKED};
 use super::level::split;
 use super::persist::Persistence;
 use super::Wheel;
@@ -19,8 +19,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// old and new key, and gives back what the bucket heap and the imminent queues hold beyond
     /// the moved entries' needs (a burst handed out long ago included). Deadlines, the wheel's
     /// time and the generation count are kept, so a key handed out before never names a moved
-    /// entry by accident. For wheels without persistent entries (their parked state is not
-    /// carried over).
+    /// entry by accident. Parked entries stay parked: an unreachable one (see
+    /// [`insert_unreachable`](Self::insert_unreachable)) is not filed into a top-level bucket,
+    /// and a persistent one that fired is not filed again.
     pub(crate) fn compact(&mut self) -> Vec<(Key, Key)> {
         let head = self.new_head;
         let old = std::mem::replace(&mut self.entries, Slab::with_capacity(0));
@@ -28,15 +29,16 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         self.entries = Slab::with_capacity(old.len());
         let mut moved = Vec::with_capacity(old.len());
         for (idx, e) in old {
-            debug_assert!(
-                !e.persistent,
-                "compact: persistent entries are not supported"
-            );
             let from = Key {
                 index: idx as u32,
                 generation: e.generation,
             };
-            if let Ok(to) = self.insert_entry(e.deadline, e.value, false) {
+            let to = if e.bucket == PARKED {
+                self.insert_parked(e.deadline, e.value, e.persistent)
+            } else {
+                self.insert_entry(e.deadline, e.value, e.persistent)
+            };
+            if let Ok(to) = to {
                 moved.push((from, to));
             }
         }

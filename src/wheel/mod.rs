@@ -239,13 +239,19 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// [`insert_unreachable`](Self::insert_unreachable), for a one-shot or a persistent entry
     /// (which then is not [parked](Self::is_parked): it has not fired).
     fn insert_unreachable_entry(&mut self, value: T, persistent: bool) -> Result<Key, Full<T>> {
+        self.insert_parked(u64::MAX, value, persistent)
+    }
+
+    /// Inserts an entry straight onto the parked list: an unreachable one (`u64::MAX`), or a
+    /// persistent one that fired at `deadline` (as `compact` carries it over).
+    fn insert_parked(&mut self, deadline: u64, value: T, persistent: bool) -> Result<Key, Full<T>> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
         }
         let generation = self.next_generation;
         self.next_generation += 1;
         let idx = self.entries.insert(Entry {
-            deadline: u64::MAX,
+            deadline,
             generation,
             prev: NIL,
             next: NIL,

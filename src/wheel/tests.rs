@@ -796,6 +796,35 @@ fn model_regression_survivor_bucket_after_an_empty_wheel() {
     run_model(4, 1, ops);
 }
 
+/// `compact` filed every entry anew by its deadline: an unreachable one (on the parked list,
+/// asking for no wakeup) went into a top-level bucket, where it asked for cascades and `peek`
+/// named it, and a persistent one that had fired was filed to fire again.
+#[test]
+fn compact_keeps_parked_entries_parked() {
+    let mut wheel: Wheel<u64, Copied> = Wheel::persistent(4, 1);
+    let unreachable = wheel.insert_unreachable(1).unwrap();
+    let fired = wheel.insert_persistent(5, 2).unwrap();
+    let waiting = wheel.insert(10, 3).unwrap();
+    let got: Vec<_> = wheel.advance(5).map(|e| e.value).collect();
+    assert_eq!(got, [2]);
+    assert!(wheel.is_parked(fired));
+    let expected = wheel.next_expiration();
+    wheel.take_new_head();
+    let moved: std::collections::HashMap<Key, Key> = wheel.compact().into_iter().collect();
+    wheel.assert_invariants();
+    assert_eq!(moved.len(), 3);
+    assert!(wheel.is_parked(moved[&fired]), "a fired entry stays parked");
+    assert!(!wheel.is_parked(moved[&unreachable]));
+    assert_eq!(wheel.deadline(moved[&unreachable]), Some(u64::MAX));
+    assert_eq!(wheel.peek(), Some(moved[&waiting]));
+    assert_eq!(wheel.take_new_head(), None, "nothing new to report");
+    assert_eq!(wheel.next_expiration(), expected);
+    let got: Vec<_> = wheel.advance(u64::MAX - 1).map(|e| e.value).collect();
+    assert_eq!(got, [3], "neither parked entry fires");
+    assert_eq!(wheel.next_expiration(), None);
+    assert_eq!(wheel.len(), 2);
+}
+
 /// The case the proptest shrank a panic to: a pass cut short by its budget in the middle of
 /// a level-1 bucket, every entry removed, then `shrink_to_fit` released the level of the
 /// bucket the wheel was still flushing, and the next pass indexed a level that was gone.
