@@ -469,6 +469,18 @@ enum Op {
         pattern: u8,
         seed: u64,
     },
+    /// Moves every entry into a new slab (`DelayQueue::compact`), the keys remapped.
+    Compact,
+    /// A driver's pass with a small budget: on `Done` it asks `next_expiration` and arms for
+    /// the answer (as a shard's pass does); on `Yield` it leaves the wheel mid-pass.
+    Pass(u64, usize),
+    /// Advances far, up to a time near `u64::MAX` (one short of it, as a driver's clock).
+    AdvanceFar(u64),
+    /// Inserts an entry this many units after the wheel's own time (which lags the test's
+    /// after a pass cut short): into the current tick, the due list or the imminent queues.
+    InsertNear(u64),
+    /// Moves an entry to this many units after the wheel's own time, whatever list it is on.
+    RescheduleNear(usize, u64),
 }
 
 /// The offset of the `i`th entry of a burst: all tied (pattern 0), rising with ties (1), or
@@ -535,6 +547,31 @@ fn crowd_op() -> impl Strategy<Value = Op> {
         2 => advance.clone().prop_map(Op::Advance),
         3 => (advance, 1usize..2_000).prop_map(|(by, b)| Op::PartialAdvance(by, b)),
         1 => Just(Op::ShrinkToFit),
+    ]
+}
+
+/// [`op`], plus what it never does: deadlines just after the wheel's own time (the current
+/// tick, mid-pass), small-budget passes that re-arm on `Done`, jumps near `u64::MAX`, and
+/// `compact`.
+fn edge_op() -> impl Strategy<Value = Op> {
+    let near = prop_oneof![0u64..3, 0u64..70, 0u64..2_000];
+    prop_oneof![
+        8 => op(),
+        1 => Just(Op::Compact),
+        3 => (prop_oneof![0u64..10, 0u64..3_000], 1usize..4).prop_map(|(by, b)| Op::Pass(by, b)),
+        1 => prop_oneof![any::<u64>(), (u64::MAX - 5_000)..u64::MAX].prop_map(Op::AdvanceFar),
+        2 => near.clone().prop_map(Op::InsertNear),
+        3 => (any::<usize>(), near).prop_map(|(i, d)| Op::RescheduleNear(i, d)),
+    ]
+}
+
+/// [`edge_op`], plus deadlines already past, for a wheel that orders due entries.
+fn ordered_edge_op() -> impl Strategy<Value = Op> {
+    let ago = prop_oneof![0u64..70, 0u64..5_000];
+    prop_oneof![
+        6 => edge_op(),
+        1 => ago.clone().prop_map(Op::InsertPast),
+        1 => (any::<usize>(), ago).prop_map(|(i, a)| Op::ReschedulePast(i, a)),
     ]
 }
 
@@ -647,7 +684,8 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                 );
             }
             Op::Advance(by) => {
-                now = now.saturating_add(by);
+                // One short of `u64::MAX`, as a driver's clock (unreachable entries stay).
+                now = now.saturating_add(by).min(u64::MAX - 1);
                 let mut got: Vec<_> = wheel
                     .advance(now)
                     .map(|e| {
@@ -670,7 +708,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                 assert_eq!(exact.unwrap_or(u64::MAX), armed, "the pruning-free reading");
             }
             Op::PartialAdvance(by, budget) => {
-                now = now.saturating_add(by);
+                now = now.saturating_add(by).min(u64::MAX - 1);
                 let mut budget = budget;
                 let mut last = 0;
                 while let Step::Fired(e) = wheel.poll_within(now, &mut budget) {
@@ -685,6 +723,76 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                 }
             }
             Op::ShrinkToFit => wheel.shrink_to_fit(),
+            Op::Compact => {
+                let moved: std::collections::HashMap<Key, Key> =
+                    wheel.compact().into_iter().collect();
+                keys.retain_mut(|(key, _)| match moved.get(key) {
+                    Some(&to) => {
+                        *key = to;
+                        true
+                    }
+                    None => false,
+                });
+                assert_eq!(moved.len(), model.len(), "compact moves every entry");
+            }
+            Op::Pass(by, budget) => {
+                now = now.saturating_add(by).min(u64::MAX - 1);
+                let mut budget = budget;
+                let mut last = 0;
+                let done = loop {
+                    match wheel.poll_within(now, &mut budget) {
+                        Step::Fired(e) => {
+                            assert!(e.deadline <= now, "early");
+                            assert!(e.deadline >= last, "deadline order within a pass");
+                            last = e.deadline;
+                            assert_eq!(e.parked, model.is_persistent(e.value));
+                            assert_eq!(model.fire(e.value), Some(e.deadline), "fired once");
+                        }
+                        Step::Done => break true,
+                        Step::Yield => break false,
+                    }
+                };
+                if done {
+                    assert_eq!(wheel.now(), now, "a pass done is at the time polled for");
+                    // Nothing due is left behind.
+                    assert!(
+                        model.advance(now).is_empty(),
+                        "a pass done left entries due at {now}"
+                    );
+                    // As a shard's pass: arm for the answer, drop the reports.
+                    armed = wheel.next_expiration().unwrap_or(u64::MAX);
+                    wheel.take_new_head();
+                }
+            }
+            Op::AdvanceFar(to) => {
+                now = now.max(to.min(u64::MAX - 1));
+                let mut got: Vec<_> = wheel
+                    .advance(now)
+                    .map(|e| {
+                        assert!(e.deadline <= now, "early");
+                        (e.deadline, e.value)
+                    })
+                    .collect();
+                assert!(got.windows(2).all(|p| p[0].0 <= p[1].0), "deadline order");
+                got.sort_unstable();
+                assert_eq!(got, model.advance(now), "expiries at advance to {now}");
+                wheel.take_new_head();
+                armed = wheel.next_expiration().unwrap_or(u64::MAX);
+            }
+            Op::InsertNear(delta) => {
+                let deadline = wheel.now().saturating_add(delta);
+                let key = wheel.insert(deadline, id).unwrap();
+                model.insert(id, deadline);
+                keys.push((key, id));
+            }
+            Op::RescheduleNear(i, delta) if !keys.is_empty() => {
+                let (key, id) = keys[i % keys.len()];
+                let deadline = wheel.now().saturating_add(delta);
+                assert_eq!(
+                    wheel.reschedule(key, deadline),
+                    model.reschedule(id, deadline)
+                );
+            }
             Op::InsertPast(ago) if mode == Mode::OrderedDue => {
                 let deadline = wheel.now().saturating_sub(ago);
                 let key = wheel.insert(deadline, id).unwrap();
@@ -825,6 +933,18 @@ fn compact_keeps_parked_entries_parked() {
     assert_eq!(wheel.len(), 2);
 }
 
+/// What the proptest shrank the case above to, on a staging wheel: the unreachable entry,
+/// filed into a bucket, lowered the promised wake below the driver's.
+#[test]
+fn model_regression_compact_keeps_an_unreachable_entry_out_of_the_buckets() {
+    run_model_staging(4, 1, vec![Op::InsertUnreachable, Op::Compact], true);
+    run_model(
+        2,
+        8,
+        vec![Op::Insert(0), Op::RescheduleUnreachable(0), Op::Compact],
+    );
+}
+
 /// The case the proptest shrank a panic to: a pass cut short by its budget in the middle of
 /// a level-1 bucket, every entry removed, then `shrink_to_fit` released the level of the
 /// bucket the wheel was still flushing, and the next pass indexed a level that was gone.
@@ -931,6 +1051,32 @@ proptest! {
         ops in proptest::collection::vec(crowd_op(), 1..16),
     ) {
         run_model_staging(64, tick, ops, true);
+    }
+
+    /// The operations [`op`] never makes (see [`edge_op`]), on the smallest wheel (one tick
+    /// wide or more), a staging one and an ordering one.
+    #[test]
+    fn matches_naive_model_edges_size_2(
+        tick in prop_oneof![Just(1u64), Just(8), 2u64..5000],
+        ops in proptest::collection::vec(edge_op(), 1..300),
+    ) {
+        run_model(2, tick, ops);
+    }
+
+    #[test]
+    fn matches_naive_model_edges_staging(
+        tick in prop_oneof![Just(1u64), Just(7), 2u64..5000],
+        ops in proptest::collection::vec(edge_op(), 1..300),
+    ) {
+        run_model_staging(4, tick, ops, true);
+    }
+
+    #[test]
+    fn matches_naive_model_edges_ordered_due(
+        tick in prop_oneof![Just(1u64), Just(7), 2u64..5000],
+        ops in proptest::collection::vec(ordered_edge_op(), 1..300),
+    ) {
+        run_model_on(4, tick, ops, Mode::OrderedDue);
     }
 
     #[test]
