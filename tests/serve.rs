@@ -1109,6 +1109,24 @@ async fn a_connection_of_a_shut_down_explicit_timer_is_closed() {
     task.abort();
 }
 
+/// Eight pings through an echo tunnel, 75 ms apart (600 ms in all: past a 150 ms limit), each
+/// echoed within 5 s.
+async fn echo_through_the_tunnel<I>(io: &mut I, metrics: &ServeMetrics)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    for _ in 0..8 {
+        io.write_all(b"ping").await.unwrap();
+        let mut buf = [0; 4];
+        tokio::time::timeout(Duration::from_secs(5), io.read_exact(&mut buf))
+            .await
+            .expect("no echo")
+            .unwrap_or_else(|e| panic!("tunnel cut: {e}; {metrics:?}"));
+        assert_eq!(&buf, b"ping");
+        tokio::time::sleep(ms(75)).await;
+    }
+}
+
 /// As with `axum::serve`, HTTP/2's extended CONNECT (RFC 8441, WebSockets over HTTP/2) is
 /// enabled: a CONNECT with a `:protocol` reaches the service, and its tunnel, busy, is not
 /// taken for an idle connection by the keep-alive limit.
@@ -1129,16 +1147,7 @@ async fn http2_extended_connect_tunnel_outlives_the_keep_alive_limit() {
         .expect("extended CONNECT refused");
     assert_eq!(res.status(), StatusCode::OK);
     let mut io = TokioIo::new(hyper::upgrade::on(res).await.unwrap());
-    for _ in 0..8 {
-        io.write_all(b"ping").await.unwrap();
-        let mut buf = [0; 4];
-        tokio::time::timeout(Duration::from_secs(5), io.read_exact(&mut buf))
-            .await
-            .expect("no echo")
-            .unwrap_or_else(|e| panic!("tunnel cut: {e}; {metrics:?}"));
-        assert_eq!(&buf, b"ping");
-        tokio::time::sleep(ms(75)).await;
-    }
+    echo_through_the_tunnel(&mut io, &metrics).await;
     assert_eq!(metrics.active(), 1, "{metrics:?}");
     task.abort();
 }
@@ -1165,16 +1174,7 @@ async fn http1_connect_tunnel_outlives_the_keep_alive_limit() {
     }
     let head = String::from_utf8_lossy(&head);
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    for _ in 0..8 {
-        tcp.write_all(b"ping").await.unwrap();
-        let mut buf = [0; 4];
-        tokio::time::timeout(Duration::from_secs(5), tcp.read_exact(&mut buf))
-            .await
-            .expect("no echo")
-            .unwrap_or_else(|e| panic!("tunnel cut: {e}; {metrics:?}"));
-        assert_eq!(&buf, b"ping");
-        tokio::time::sleep(ms(75)).await;
-    }
+    echo_through_the_tunnel(&mut tcp, &metrics).await;
     closed(&metrics, CloseReason::Completed).await;
     assert_eq!(metrics.closed(CloseReason::KeepAlive), 0, "{metrics:?}");
     assert_eq!(metrics.active(), 0, "{metrics:?}");
