@@ -23,7 +23,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// [`insert_unreachable`](Self::insert_unreachable)) is not filed into a top-level bucket,
     /// and a persistent one that fired is not filed again.
     pub(crate) fn compact(&mut self) -> Vec<(Key, Key)> {
-        let head = self.new_head;
+        let (head, promise) = (self.new_head.take(), self.promise);
         let old = std::mem::replace(&mut self.entries, Slab::with_capacity(0));
         self.unlink_all();
         self.entries = Slab::with_capacity(old.len());
@@ -42,8 +42,14 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
                 moved.push((from, to));
             }
         }
-        // Work linked here was linked before too: nothing new to report.
-        self.new_head = head;
+        // Work linked here was linked before too, and the owner's wake covers it, except
+        // where an entry relinked by its deadline joins a bucket that expires before that
+        // wake (before it, the entry waited lazily in a later one, or staged): that the owner
+        // must hear of, or it would miss the bucket.
+        let relinked = std::mem::replace(&mut self.new_head, head);
+        if let Some(at) = relinked.filter(|&at| at < promise) {
+            self.report(at);
+        }
         self.heap.shrink_to_fit();
         self.imminent.shrink_to_fit();
         moved

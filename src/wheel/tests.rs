@@ -938,6 +938,22 @@ fn compact_keeps_parked_entries_parked() {
 #[test]
 fn model_regression_compact_keeps_an_unreachable_entry_out_of_the_buckets() {
     run_model_staging(4, 1, vec![Op::InsertUnreachable, Op::Compact], true);
+    // Compacting relinks what was linked before: it must not lower the promised wake.
+    run_model_staging(
+        4,
+        1,
+        vec![
+            Op::InsertPersistentUnreachable,
+            Op::PartialAdvance(27249, 1),
+            Op::RescheduleNear(0, 31),
+            Op::InsertUnreachable,
+            Op::Insert(31),
+            Op::InsertNear(31),
+            Op::RescheduleNear(7943829936730935352, 63),
+            Op::Compact,
+        ],
+        true,
+    );
     run_model(
         2,
         8,
