@@ -5,7 +5,8 @@
 //! hang (nothing would wake it) or spin (complete at once, again and again), it waits on a
 //! `tokio::time::Sleep` from then on, allocated once: on the timer's runtime while that runtime
 //! lives, and once it has shut down (its time driver refuses sleeps) on the runtime current
-//! where it is polled.
+//! where it is polled. hyper's timers, which cannot report an error, wait on one while a
+//! timer built with `max_pending` is full.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -29,7 +30,7 @@ pub(crate) struct TokioSleep {
 }
 
 impl TokioSleep {
-    /// A sleep until `deadline` for `shard`'s timer, shut down: on its runtime (entered, so
+    /// A sleep until `deadline` for `shard`'s timer, shut down (or full): on its runtime (entered, so
     /// this works from a thread outside any runtime too), or, if that runtime has shut down
     /// too, on the current one.
     ///
@@ -64,6 +65,12 @@ impl TokioSleep {
             shard: shard.clone(),
             elsewhere,
         }
+    }
+
+    /// The instant the sleep waits for.
+    #[cfg(feature = "hyper")]
+    pub(crate) fn deadline(&self) -> Instant {
+        self.sleep.deadline()
     }
 
     /// A shard of the timer this sleep stands in for.

@@ -314,3 +314,73 @@ async fn a_sleep_first_polled_late_completes_on_the_next_poll_and_sleep_until_on
     assert_ready!(sleep.poll());
     assert_eq!(late.elapsed(), Duration::ZERO);
 }
+
+#[tokio::test(start_paused = true)]
+async fn on_a_full_timer_sleeps_wait_on_tokios_timer_and_return_to_the_wheel_at_a_reset() {
+    let wheel = Timer::builder().max_pending(1).build().unwrap();
+    let timer = HyperTimer::from(wheel.clone());
+    let hold = wheel.try_sleep(Duration::from_secs(3600)).unwrap();
+
+    // hyper's timers cannot report an error: made on the full timer, they wait on Tokio's.
+    let start = timer.now();
+    let mut sleep = task::spawn(timer.sleep(ms(10)));
+    let mut until = task::spawn(timer.sleep_until(start + ms(20)));
+    assert_pending!(sleep.poll());
+    assert_pending!(until.poll());
+    assert_eq!(wheel.pending(), 1, "the wheel holds no more than its limit");
+    step(ms(9)).await;
+    assert_pending!(sleep.poll(), "never early");
+    step(ms(1)).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    step(ms(9)).await;
+    assert_pending!(until.poll());
+    step(ms(1)).await;
+    assert_ready!(until.poll());
+
+    // Reset while still full: on Tokio's timer again, in the same box.
+    let mut sleep = sleep.into_inner();
+    let address_before = address(&sleep);
+    timer.reset(&mut sleep, timer.now() + ms(30));
+    assert_eq!(address(&sleep), address_before, "re-armed in place");
+    let mut sleep = task::spawn(sleep);
+    assert_pending!(sleep.poll());
+    assert_eq!(wheel.pending(), 1);
+    step(ms(29)).await;
+    assert_pending!(sleep.poll());
+    step(ms(1)).await;
+    assert_ready!(sleep.poll());
+
+    // A slot free at the next reset: the sleep is back on the wheel.
+    drop(hold);
+    let mut sleep = sleep.into_inner();
+    timer.reset(&mut sleep, timer.now() + ms(40));
+    assert_eq!(wheel.pending(), 1, "the reset took the free slot");
+    let mut sleep = task::spawn(sleep);
+    assert_pending!(sleep.poll());
+    step(ms(40)).await;
+    assert_ready!(sleep.poll());
+    assert_eq!(wheel.pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wheel_sleep_reset_when_the_timer_is_full_waits_on_tokios_timer() {
+    let wheel = Timer::builder().max_pending(1).build().unwrap();
+    let timer = HyperTimer::from(wheel.clone());
+    let mut sleep = task::spawn(timer.sleep(ms(10)));
+    assert_pending!(sleep.poll());
+    assert_eq!(wheel.pending(), 1, "on the wheel while a slot was free");
+    step(ms(10)).await;
+    assert_ready!(sleep.poll());
+    let _hold = wheel.try_sleep(Duration::from_secs(3600)).unwrap();
+
+    // hyper resets a keep-alive connection's sleep for its next request: the timer is full.
+    let mut sleep = sleep.into_inner();
+    timer.reset(&mut sleep, timer.now() + ms(50));
+    let mut sleep = task::spawn(sleep);
+    assert_pending!(sleep.poll(), "no panic: it waits");
+    step(ms(49)).await;
+    assert_pending!(sleep.poll());
+    step(ms(1)).await;
+    assert_ready!(sleep.poll());
+}

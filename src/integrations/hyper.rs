@@ -76,7 +76,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::timer_ref::TimerRef;
-use crate::{Sleep, Timer};
+use crate::clock::deadline_after;
+use crate::fallback::TokioSleep;
+use crate::{Sleep, Timer, TimerError};
 
 /// A [`hyper::rt::Timer`] whose sleeps live in this crate's timing wheel.
 ///
@@ -92,6 +94,13 @@ use crate::{Sleep, Timer};
 /// keep-alive connection's header-read timeout goes on, on the new default timer, rather than
 /// firing at once for every later request.
 ///
+/// hyper's timers have no way to report an error. On a [`Timer`] built with
+/// [`max_pending`](crate::Builder::max_pending) that is full, a sleep (made, or reset to a
+/// deadline it must wait for) waits on Tokio's own timer instead, logged as a warning; its next
+/// `reset` that finds a slot puts it back on the wheel. A sleep that completed at once, or a
+/// panic, would close connections or make hyper-util's pool idle task spin. The wheel never
+/// holds more than its limit.
+///
 /// A [`sleep`](hyper::rt::Timer::sleep) first polled only after its deadline has passed may
 /// return `Pending` with its task already woken and complete on the next poll (hyper-util's
 /// `TokioTimer` completes on the first); [`sleep_until`](hyper::rt::Timer::sleep_until) and a
@@ -101,7 +110,7 @@ use crate::{Sleep, Timer};
 ///
 /// Making a sleep with a `HyperTimer::new()` (`sleep`, `sleep_until`, or a `reset` that
 /// replaces the sleep) outside a Tokio runtime, or on a runtime without a time driver, as
-/// Tokio's `sleep` does; polling a sleep of a full timer (see [`Timer::sleep`]).
+/// Tokio's `sleep` does.
 ///
 /// # Examples
 ///
@@ -168,13 +177,16 @@ impl From<Timer> for HyperTimer {
 
 impl hyper::rt::Timer for HyperTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(WheelSleep(self.timer.sleep(duration)))
+        Box::pin(match self.timer.bounded() {
+            None => WheelSleep::Wheel(self.timer.sleep(duration)),
+            Some(t) => WheelSleep::on(t, t.try_sleep(duration), || {
+                deadline_after(t.now(), duration)
+            }),
+        })
     }
 
     fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(WheelSleep(
-            self.timer.sleep_until(Instant::from_std(deadline)),
-        ))
+        Box::pin(WheelSleep::until(&self.timer, Instant::from_std(deadline)))
     }
 
     /// Tokio's clock (paused time included), as hyper's `std::time::Instant`.
@@ -185,29 +197,89 @@ impl hyper::rt::Timer for HyperTimer {
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: std::time::Instant) {
         let deadline = Instant::from_std(new_deadline);
         match sleep.as_mut().downcast_mut_pin::<WheelSleep>() {
-            // Its timer shut down (with `new`: the runtime's default timer, which the next
-            // sleep replaces): a new sleep in the same box, as `sleep_until` would make, rather
-            // than one that completes at once for every later deadline.
-            Some(ours) if ours.0.shard().is_shutdown() => {
-                ours.get_mut().0 = self.timer.sleep_until(deadline);
-            }
-            Some(ours) => Pin::new(&mut ours.get_mut().0).reset(deadline),
+            Some(ours) => ours.get_mut().reset(&self.timer, deadline),
             // Not one of ours (hyper never mixes timers, but a caller might): replace it, so
             // the new deadline holds either way.
-            None => *sleep = Box::pin(WheelSleep(self.timer.sleep_until(deadline))),
+            None => *sleep = Box::pin(WheelSleep::until(&self.timer, deadline)),
         }
     }
 }
 
-/// The sleep hyper holds: the wheel's [`Sleep`], under a type of this module so that
-/// [`HyperTimer`]'s `reset` can recognise it.
-struct WheelSleep(Sleep);
+/// The sleep hyper holds, under a type of this module so that [`HyperTimer`]'s `reset` can
+/// recognise it: the wheel's [`Sleep`], or, while a timer built with a `max_pending` limit
+/// is full, Tokio's own timer (hyper's timers have no way to report an error).
+enum WheelSleep {
+    Wheel(Sleep),
+    Tokio(TokioSleep),
+}
+
+impl WheelSleep {
+    /// A sleep until `deadline` on `timer`, or on Tokio's timer if `timer` is full.
+    fn until(timer: &TimerRef, deadline: Instant) -> WheelSleep {
+        match timer.bounded() {
+            None => WheelSleep::Wheel(timer.sleep_until(deadline)),
+            Some(t) => WheelSleep::on(t, t.try_sleep_until(deadline), || deadline),
+        }
+    }
+
+    /// What a `try_sleep` on the bounded `timer` gave, for a sleep until `deadline()`: the
+    /// wheel's sleep; on a shut-down timer one that completes at once (as `Timer::sleep`
+    /// makes); on a full one, Tokio's.
+    fn on(
+        timer: &Timer,
+        made: Result<Sleep, TimerError>,
+        deadline: impl FnOnce() -> Instant,
+    ) -> WheelSleep {
+        match made {
+            Ok(sleep) => WheelSleep::Wheel(sleep),
+            Err(TimerError::Shutdown) => WheelSleep::Wheel(timer.sleep_until(deadline())),
+            Err(e) => {
+                full(&e);
+                WheelSleep::Tokio(TokioSleep::new(deadline(), timer.shard()))
+            }
+        }
+    }
+
+    fn reset(&mut self, timer: &TimerRef, deadline: Instant) {
+        match self {
+            // Its timer shut down (with `new`: the runtime's default timer, which the next
+            // sleep replaces): a new sleep in the same box, as `sleep_until` would make, rather
+            // than one that completes at once for every later deadline.
+            WheelSleep::Wheel(sleep) if sleep.shard().is_shutdown() => {
+                *self = WheelSleep::until(timer, deadline);
+            }
+            WheelSleep::Wheel(sleep) => {
+                // Fails only on a full bounded timer, the sleep left without a slot.
+                if let Err(e) = Pin::new(&mut *sleep).try_reset(deadline) {
+                    full(&e);
+                    *self = WheelSleep::Tokio(TokioSleep::new(deadline, sleep.shard()));
+                }
+            }
+            // Back to the wheel if it has a slot now; else re-armed in place.
+            WheelSleep::Tokio(tokio) => match timer.try_sleep_until(deadline) {
+                Ok(sleep) => *self = WheelSleep::Wheel(sleep),
+                Err(_) => tokio.reset(deadline),
+            },
+        }
+    }
+}
+
+/// Says that a full timer's sleep waits on Tokio's timer.
+fn full(e: &TimerError) {
+    tracing::warn!(error = %e, "a hyper timer waits on Tokio's timer: the wheel is full");
+}
 
 impl Future for WheelSleep {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        Pin::new(&mut self.get_mut().0).poll(cx)
+        match self.get_mut() {
+            WheelSleep::Wheel(sleep) => Pin::new(sleep).poll(cx),
+            WheelSleep::Tokio(tokio) => {
+                let deadline = tokio.deadline();
+                tokio.poll_until(deadline, cx)
+            }
+        }
     }
 }
 
