@@ -148,7 +148,10 @@ async fn reset_after_the_default_timer_shut_down_waits_as_a_new_sleep_would() {
     assert_pending!(sleep.poll());
     let old = Timer::current();
     old.shutdown();
-    assert_ready!(sleep.poll(), "the shutdown resolves the pending sleep");
+    assert_pending!(
+        sleep.poll(),
+        "the pending sleep goes on, on the new default timer"
+    );
 
     // Later sleeps go to the runtime's new default timer, and so does a reset one (hyper
     // resets the same sleep for every request on a keep-alive connection).
@@ -166,6 +169,42 @@ async fn reset_after_the_default_timer_shut_down_waits_as_a_new_sleep_would() {
     assert_ready!(fresh.poll());
     assert_ready!(sleep.poll());
     assert!(!Timer::current().is_shutdown());
+}
+
+/// hyper cannot tell a sleep cut short by a shutdown from one whose deadline came: a sleep of
+/// the runtime's default timer pending when that timer shuts down (a header-read timeout, or
+/// an HTTP/2 keep-alive waiting for its pong) goes on, on the runtime's new default timer, and
+/// completes at its deadline, not at the shutdown.
+#[tokio::test(start_paused = true)]
+async fn a_pending_sleep_outlives_a_shutdown_of_the_default_timer() {
+    let timer = HyperTimer::new();
+    let start = timer.now();
+    let mut by_duration = task::spawn(timer.sleep(ms(100)));
+    let mut by_instant = task::spawn(timer.sleep_until(start + ms(100)));
+    assert_pending!(by_duration.poll());
+    assert_pending!(by_instant.poll());
+    step(ms(30)).await;
+    Timer::current().shutdown();
+    assert!(by_duration.is_woken() && by_instant.is_woken());
+    assert_pending!(by_duration.poll(), "not at the shutdown, 70 ms early");
+    assert_pending!(by_instant.poll(), "not at the shutdown, 70 ms early");
+    assert_eq!(Timer::current().pending(), 2, "on the new default timer");
+    step(ms(69)).await;
+    assert_pending!(by_duration.poll());
+    assert_pending!(by_instant.poll());
+    step(ms(1)).await;
+    assert!(by_duration.is_woken() && by_instant.is_woken());
+    assert_ready!(by_duration.poll());
+    assert_ready!(by_instant.poll());
+    assert_eq!(timer.now(), start + ms(100));
+
+    // An explicit timer has no successor: its sleeps complete at the shutdown.
+    let wheel = Timer::builder().build().unwrap();
+    let explicit = HyperTimer::from(wheel.clone());
+    let mut sleep = task::spawn(explicit.sleep(ms(100)));
+    assert_pending!(sleep.poll());
+    wheel.shutdown();
+    assert_ready!(sleep.poll());
 }
 
 #[test]

@@ -94,7 +94,13 @@ use crate::{Sleep, Timer, TimerError};
 /// keep-alive connection's header-read timeout goes on, on the new default timer, rather than
 /// firing at once for every later request.
 ///
-/// hyper's timers have no way to report an error. On a [`Timer`] built with
+/// hyper takes a completed sleep for its deadline, so a sleep of the runtime's default timer
+/// ([`HyperTimer::new`]) pending when that timer shuts down does not complete then: it waits
+/// out the rest on the runtime's new default timer (a header-read timeout, or an HTTP/2
+/// keep-alive waiting for its pong, keeps its full limit). A sleep of an explicit [`Timer`]
+/// completes when that timer shuts down, as [`Sleep`] does: there is no other timer to go on.
+///
+/// hyper's timers have no way to report an error either. On a [`Timer`] built with
 /// [`max_pending`](crate::Builder::max_pending) that is full, a sleep (made, or reset to a
 /// deadline it must wait for) waits on Tokio's own timer instead, logged as a warning; its next
 /// `reset` that finds a slot puts it back on the wheel. A sleep that completed at once, or a
@@ -109,8 +115,8 @@ use crate::{Sleep, Timer, TimerError};
 /// # Panics
 ///
 /// Making a sleep with a `HyperTimer::new()` (`sleep`, `sleep_until`, or a `reset` that
-/// replaces the sleep) outside a Tokio runtime, or on a runtime without a time driver, as
-/// Tokio's `sleep` does.
+/// replaces the sleep, or the poll of a sleep whose default timer shut down) outside a Tokio
+/// runtime, or on a runtime without a time driver, as Tokio's `sleep` does.
 ///
 /// # Examples
 ///
@@ -178,7 +184,7 @@ impl From<Timer> for HyperTimer {
 impl hyper::rt::Timer for HyperTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
         Box::pin(match self.timer.bounded() {
-            None => WheelSleep::Wheel(self.timer.sleep(duration)),
+            None => WheelSleep::wheel(&self.timer, self.timer.sleep(duration)),
             Some(t) => WheelSleep::on(t, t.try_sleep(duration), || {
                 deadline_after(t.now(), duration)
             }),
@@ -209,15 +215,27 @@ impl hyper::rt::Timer for HyperTimer {
 /// recognise it: the wheel's [`Sleep`], or, while a timer built with a `max_pending` limit
 /// is full, Tokio's own timer (hyper's timers have no way to report an error).
 enum WheelSleep {
+    /// On the runtime's default timer (a [`HyperTimer::new`]'s).
+    Default(Sleep),
+    /// On an explicit timer.
     Wheel(Sleep),
     Tokio(TokioSleep),
 }
 
 impl WheelSleep {
+    /// `sleep`, made on `timer`.
+    fn wheel(timer: &TimerRef, sleep: Sleep) -> WheelSleep {
+        if timer.is_default() {
+            WheelSleep::Default(sleep)
+        } else {
+            WheelSleep::Wheel(sleep)
+        }
+    }
+
     /// A sleep until `deadline` on `timer`, or on Tokio's timer if `timer` is full.
     fn until(timer: &TimerRef, deadline: Instant) -> WheelSleep {
         match timer.bounded() {
-            None => WheelSleep::Wheel(timer.sleep_until(deadline)),
+            None => WheelSleep::wheel(timer, timer.sleep_until(deadline)),
             Some(t) => WheelSleep::on(t, t.try_sleep_until(deadline), || deadline),
         }
     }
@@ -245,10 +263,12 @@ impl WheelSleep {
             // Its timer shut down (with `new`: the runtime's default timer, which the next
             // sleep replaces): a new sleep in the same box, as `sleep_until` would make, rather
             // than one that completes at once for every later deadline.
-            WheelSleep::Wheel(sleep) if sleep.shard().is_shutdown() => {
+            WheelSleep::Default(sleep) | WheelSleep::Wheel(sleep)
+                if sleep.shard().is_shutdown() =>
+            {
                 *self = WheelSleep::until(timer, deadline);
             }
-            WheelSleep::Wheel(sleep) => {
+            WheelSleep::Default(sleep) | WheelSleep::Wheel(sleep) => {
                 // Fails only on a full bounded timer, the sleep left without a slot.
                 if let Err(e) = Pin::new(&mut *sleep).try_reset(deadline) {
                     full(&e);
@@ -275,6 +295,18 @@ impl Future for WheelSleep {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         match self.get_mut() {
             WheelSleep::Wheel(sleep) => Pin::new(sleep).poll(cx),
+            WheelSleep::Default(sleep) => {
+                std::task::ready!(Pin::new(&mut *sleep).poll(cx));
+                if sleep.is_shutdown() {
+                    // The runtime's default timer shut down before the deadline. hyper would
+                    // take the completion for the deadline (a header-read timeout, an HTTP/2
+                    // keep-alive that gives up on its pong): the rest is waited on the
+                    // runtime's new default timer.
+                    *sleep = crate::sleep_wheel_until(sleep.deadline());
+                    return Pin::new(sleep).poll(cx);
+                }
+                Poll::Ready(())
+            }
             WheelSleep::Tokio(tokio) => {
                 let deadline = tokio.deadline();
                 tokio.poll_until(deadline, cx)

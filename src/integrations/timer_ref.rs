@@ -27,6 +27,12 @@ impl TimerRef {
         }
     }
 
+    /// Whether this is the runtime's default timer (no explicit one).
+    #[cfg(feature = "hyper")] // hyper's sleeps, which move to a new default timer
+    pub(crate) fn is_default(&self) -> bool {
+        self.0.is_none()
+    }
+
     pub(crate) fn sleep_until(&self, deadline: Instant) -> Sleep {
         match &self.0 {
             Some(t) => t.sleep_until(deadline),
