@@ -96,3 +96,159 @@ async fn a_task_whose_future_panics_on_drop_after_completing_is_not_reported_as_
     let t = timer.spawn_after(ms(5), async { 2 });
     assert_eq!(t.await.unwrap(), 2);
 }
+
+/// The error events logged on this thread, by message. A subscriber of its own (tracing's
+/// `Subscriber`, no extra dependency), so the tests below can tell a panic the crate contained
+/// (and logged) from one that reached Tokio's own catch around a task, which logs nothing.
+#[derive(Default)]
+struct ErrorLog(std::sync::Mutex<Vec<String>>);
+
+struct Message<'a>(&'a mut String);
+
+impl tracing::field::Visit for Message<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            *self.0 = format!("{value:?}");
+        }
+    }
+}
+
+struct Logged(std::sync::Arc<ErrorLog>);
+
+impl tracing::Subscriber for Logged {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if *event.metadata().level() == tracing::Level::ERROR {
+            let mut message = String::new();
+            event.record(&mut Message(&mut message));
+            self.0 .0.lock().unwrap().push(message);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+impl ErrorLog {
+    /// Installs a log for this thread (a current-thread runtime's tasks run on it).
+    fn install() -> (std::sync::Arc<ErrorLog>, tracing::subscriber::DefaultGuard) {
+        let log = std::sync::Arc::new(ErrorLog::default());
+        let guard = tracing::subscriber::set_default(Logged(log.clone()));
+        // Other tests' threads, with no subscriber, may have cached that nobody listens.
+        tracing::callsite::rebuild_interest_cache();
+        (log, guard)
+    }
+
+    fn count(&self, containing: &str) -> usize {
+        let events = self.0.lock().unwrap();
+        events.iter().filter(|m| m.contains(containing)).count()
+    }
+}
+
+/// A waker that panics (on purpose) when woken.
+struct PanickingWaker;
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        panic!("the awaiting task's waker panics (on purpose)");
+    }
+}
+
+/// An output nobody took (the handle dropped before the task finished) is dropped inside the
+/// spawned task, where Tokio would catch its destructor's panic too: the crate contains it
+/// itself, and logs it.
+#[test]
+fn an_untaken_output_panicking_in_the_spawned_task_is_contained_and_logged() {
+    quiet_intended_panics();
+    let rt = crate::paused_runtime();
+    let (log, _guard) = ErrorLog::install();
+    rt.block_on(async {
+        let timer = Timer::builder().build().unwrap();
+        // An output whose destructor panics (in a `Some`: a value, not a future to await).
+        drop(timer.spawn_after(ms(5), async { Some(PanicsOnDrop) }));
+        tokio::time::sleep(ms(10)).await;
+        crate::common::settle().await;
+        assert_eq!(timer.pending(), 0);
+    });
+    assert_eq!(
+        log.count("output panicked"),
+        1,
+        "the output's panic was not contained by the crate (Tokio's task catch got it)"
+    );
+}
+
+/// The waker of whoever awaits the handle, woken by the spawned task as it finishes: a panic
+/// there is contained and logged by the crate, and the handle still holds the output.
+#[test]
+fn an_awaiter_waker_panicking_when_the_task_finishes_is_contained_and_logged() {
+    quiet_intended_panics();
+    let rt = crate::paused_runtime();
+    let (log, _guard) = ErrorLog::install();
+    rt.block_on(async {
+        let timer = Timer::builder().build().unwrap();
+        let mut task = timer.spawn_after(ms(5), async { 7 });
+        let waker = std::task::Waker::from(std::sync::Arc::new(PanickingWaker));
+        assert!(Pin::new(&mut task)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        tokio::time::sleep(ms(10)).await;
+        crate::common::settle().await;
+        assert!(task.is_finished());
+        assert_eq!(task.await.unwrap(), 7);
+    });
+    assert_eq!(
+        log.count("waker of a task awaiting a delayed task panicked"),
+        1,
+        "the waker's panic was not contained by the crate (Tokio's task catch got it)"
+    );
+}
+
+/// A runtime dropped with delayed tasks waiting drains them inside Tokio's shutdown, where
+/// Tokio would catch a panic too, and end the drain there: every future is dropped (each
+/// destructor's panic contained and logged), every handle resolves as shut down.
+#[test]
+fn a_runtime_drop_drains_every_task_whose_future_panics_on_drop() {
+    quiet_intended_panics();
+    struct Bomb(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if !std::thread::panicking() {
+                panic!("this future panics when dropped (on purpose)");
+            }
+        }
+    }
+    let (log, _guard) = ErrorLog::install();
+    let dropped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let rt = crate::paused_runtime();
+    let tasks: Vec<_> = rt.block_on(async {
+        (0..4)
+            .map(|i| {
+                let bomb = Bomb(dropped.clone());
+                tokio_timing_wheel::spawn_after(Duration::from_secs(60 + i), async move {
+                    let _bomb = bomb;
+                    unreachable!("the runtime goes first");
+                })
+            })
+            .collect()
+    });
+    drop(rt);
+    assert_eq!(
+        dropped.load(std::sync::atomic::Ordering::SeqCst),
+        4,
+        "the drain skipped a future's drop"
+    );
+    for task in tasks {
+        assert!(task.is_finished());
+        let rt = crate::current_thread();
+        let err = rt.block_on(task).unwrap_err();
+        assert!(err.is_shutdown(), "{err:?}");
+    }
+    assert_eq!(log.count("dropped unrun"), 4);
+}
