@@ -242,3 +242,77 @@ impl Timer {
         self.driver().is_shutdown()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::mpsc;
+    use std::task::{Context, Waker};
+    use std::time::Duration;
+
+    use super::Timer;
+
+    /// `{:?}` of every public type that reaches a timer never takes a shard's lock: each is
+    /// formatted, in every state that has one, while another thread holds every shard's
+    /// lock. A `Debug` that locked would wait for that thread, which lets go only after 10 s
+    /// of real time, and the test then fails.
+    #[test]
+    fn debug_takes_no_shard_lock() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _entered = rt.enter();
+        let timer = Timer::builder().shards(2).max_pending(100).build().unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        let idle = timer.sleep(Duration::from_secs(10));
+        let mut registered = timer.sleep(Duration::from_secs(10));
+        assert!(Pin::new(&mut registered).poll(&mut cx).is_pending());
+        let mut timeout = timer.timeout(Duration::from_secs(10), std::future::pending::<()>());
+        assert!(Pin::new(&mut timeout).poll(&mut cx).is_pending());
+        let delayed = timer.spawn_after(Duration::from_secs(10), async {});
+        let mut interval = timer.try_interval(Duration::from_secs(10)).unwrap();
+        assert!(interval.poll_tick(&mut cx).is_ready());
+        assert!(interval.poll_tick(&mut cx).is_pending());
+        let mut queue = timer.try_delay_queue::<u32>().unwrap();
+        queue.insert(1, Duration::from_secs(10));
+        assert!(queue.poll_expired(&mut cx).is_pending());
+        let (io, _peer) = tokio::io::duplex(64);
+        let idle_io = crate::IdleTimeout::builder()
+            .idle(Duration::from_secs(10))
+            .timer(timer.clone())
+            .build(io);
+        let metrics = timer.metrics();
+
+        let (held_tx, held_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let holder = {
+            let timer = timer.clone();
+            std::thread::spawn(move || {
+                let _locked = timer.lock_all();
+                held_tx.send(()).unwrap();
+                done_rx.recv_timeout(Duration::from_secs(10)).is_ok()
+            })
+        };
+        held_rx.recv().unwrap();
+        let out = [
+            format!("{timer:?}"),
+            format!("{idle:?}"),
+            format!("{registered:?}"),
+            format!("{timeout:?}"),
+            format!("{delayed:?}"),
+            format!("{interval:?}"),
+            format!("{queue:?}"),
+            format!("{idle_io:?}"),
+            format!("{metrics:?}"),
+            format!("{:?}", Timer::builder()),
+        ];
+        done_tx.send(()).unwrap();
+        assert!(
+            holder.join().unwrap(),
+            "a Debug waited for the shard lock: {out:?}"
+        );
+        assert!(delayed.cancel());
+    }
+}
