@@ -208,17 +208,31 @@ impl<T> Header<T> {
         slot.result.is_some() || slot.taken
     }
 
+    /// The outcome if it is there; otherwise registers `cx`'s waker. A waker's clone and drop
+    /// are user code: they run outside the lock, so a clone that blocks holds up nobody
+    /// completing the task (a shutdown's drain, the worker that ran it), nor `is_finished`.
     fn poll_result(&self, cx: &mut Context<'_>) -> Poll<Result<T, DelayedError>> {
+        {
+            let mut slot = lock(&self.slot);
+            if let Some(r) = slot.result.take() {
+                slot.taken = true;
+                return Poll::Ready(r);
+            }
+            assert!(!slot.taken, "DelayedTask polled after it completed");
+            if matches!(&slot.waiter, Some(w) if w.will_wake(cx.waker())) {
+                return Poll::Pending;
+            }
+        }
+        let new = cx.waker().clone();
         let mut slot = lock(&self.slot);
         if let Some(r) = slot.result.take() {
+            // Completed meanwhile (its waiter, if any, already woken): `new` is not needed.
             slot.taken = true;
+            drop(slot);
+            drop(new);
             return Poll::Ready(r);
         }
-        assert!(!slot.taken, "DelayedTask polled after it completed");
-        let old = match &slot.waiter {
-            Some(w) if w.will_wake(cx.waker()) => None,
-            _ => slot.waiter.replace(cx.waker().clone()),
-        };
+        let old = slot.waiter.replace(new);
         drop(slot);
         drop(old); // user code: outside the lock
         Poll::Pending

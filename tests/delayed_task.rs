@@ -954,3 +954,72 @@ fn a_runtime_drop_drops_the_future_before_the_handle_resolves() {
         }
     }
 }
+
+/// The blocking clone's state: whether a clone started, and whether it was let go in time.
+static CLONE_STARTED: AtomicBool = AtomicBool::new(false);
+static CLONE_LET_GO: (Mutex<bool>, std::sync::Condvar) =
+    (Mutex::new(false), std::sync::Condvar::new());
+static LET_GO_IN_TIME: AtomicBool = AtomicBool::new(false);
+
+/// A waker whose first clone blocks (up to 10 s of real time) until [`CLONE_LET_GO`] is set.
+fn blocking_clone_waker() -> Waker {
+    use std::task::{RawWaker, RawWakerVTable};
+    fn raw() -> RawWaker {
+        RawWaker::new(std::ptr::null(), &VTABLE)
+    }
+    fn clone(_: *const ()) -> RawWaker {
+        if !CLONE_STARTED.swap(true, SeqCst) {
+            let (let_go, cv) = &CLONE_LET_GO;
+            let guard = let_go.lock().unwrap();
+            let (guard, _) = cv
+                .wait_timeout_while(guard, Duration::from_secs(10), |go| !*go)
+                .unwrap();
+            LET_GO_IN_TIME.store(*guard, SeqCst);
+        }
+        raw()
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: the vtable's functions never read the data pointer (null), `clone` returns a
+    // waker with the same vtable, and `wake`, `wake_by_ref` and `drop` do nothing, so every
+    // requirement of `RawWaker` holds for any data pointer.
+    unsafe { Waker::from_raw(raw()) }
+}
+
+/// A waker's clone is user code: the handle clones the awaiting task's waker outside its own
+/// lock, so a clone that blocks (here until the timer's shutdown has returned) holds up
+/// nobody resolving the task: not a shutdown's drain, nor a worker finishing the task.
+#[test]
+fn a_waker_clone_that_blocks_in_the_awaiting_task_holds_up_no_shutdown() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _entered = rt.enter();
+    let timer = Timer::builder().build().unwrap();
+    let mut t = timer.spawn_after(Duration::from_secs(3_600), async {});
+    let shutter = std::thread::spawn(move || {
+        while !CLONE_STARTED.load(SeqCst) {
+            std::thread::yield_now();
+        }
+        timer.shutdown(); // resolves the task: must not wait for the clone
+        let (let_go, cv) = &CLONE_LET_GO;
+        *let_go.lock().unwrap() = true;
+        cv.notify_all();
+    });
+    let waker = blocking_clone_waker();
+    let polled = Pin::new(&mut t).poll(&mut Context::from_waker(&waker));
+    shutter.join().unwrap();
+    assert!(
+        LET_GO_IN_TIME.load(SeqCst),
+        "the shutdown waited for the awaiting task's waker clone"
+    );
+    let r = match polled {
+        std::task::Poll::Ready(r) => r,
+        std::task::Poll::Pending => {
+            assert!(t.is_finished());
+            rt.block_on(t)
+        }
+    };
+    assert!(r.unwrap_err().is_shutdown());
+}
