@@ -17,9 +17,11 @@
 //! // A sleep.
 //! sleep_wheel(Duration::from_millis(20)).await;
 //!
-//! // A delayed job that can be cancelled before it starts.
+//! // A delayed job: it runs in 1 s, unless `retry.cancel()` stops it before then.
 //! let retry = spawn_after(Duration::from_secs(1), async { 1 + 1 });
 //! assert_eq!(retry.await.unwrap(), 2);
+//! let job = spawn_after(Duration::from_secs(1), async { unreachable!() });
+//! assert!(job.cancel(), "it will never run");
 //! # }
 //! ```
 //!
