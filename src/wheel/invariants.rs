@@ -72,6 +72,7 @@ impl<T, P> Wheel<T, P> {
             self.geo.tick_of(self.now),
             "cached tick of now"
         );
+        assert!(!self.first_entry, "the first-entry flag outlived its link");
         // Every imminent entry is indexed by a queue item with its current deadline.
         assert!(self.imminent.run_is_sorted(), "the imminent run is sorted");
         let indexed: std::collections::HashSet<(u64, u32, u64)> = self.imminent.items().collect();
@@ -103,6 +104,14 @@ impl<T, P> Wheel<T, P> {
                     assert!(b.expiration >= self.now, "bucket behind the wheel's time");
                     let tick = self.geo.tick_of(b.expiration);
                     assert_eq!(self.geo.slot_for(tick, k), (slot, b.expiration));
+                    // Within its level's window seen from now: otherwise a later deadline of
+                    // the same slot, a cycle on, would join a bucket of another expiration.
+                    let s = k as u32 * self.geo.shift;
+                    assert!(
+                        (tick >> s) - (self.now_tick >> s) <= self.geo.mask,
+                        "bucket {k}/{slot} at {} out of its level's window",
+                        b.expiration
+                    );
                 }
                 if b.queued {
                     assert!(

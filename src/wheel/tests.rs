@@ -481,6 +481,23 @@ enum Op {
     InsertNear(u64),
     /// Moves an entry to this many units after the wheel's own time, whatever list it is on.
     RescheduleNear(usize, u64),
+    /// Files a persistent entry that fired again (the `i`th parked one), this many units
+    /// after the wheel's own time, or before it (`ago`): an interval re-armed behind time.
+    Rearm {
+        i: usize,
+        ahead: u64,
+        ago: u64,
+    },
+    /// A pass (as [`Op::Pass`]) to the next boundary of a level's buckets, seen from the
+    /// wheel's own time, plus or minus one unit (`nudge` 0, 1 or 2): where the cascades of
+    /// higher levels land.
+    PassToBoundary {
+        level: u32,
+        nudge: u8,
+        budget: usize,
+    },
+    /// Asks `next_deadline`, the exact earliest deadline a `DelayQueue` waits for.
+    NextDeadline,
 }
 
 /// The offset of the `i`th entry of a burst: all tied (pattern 0), rising with ties (1), or
@@ -567,21 +584,44 @@ fn edge_op() -> impl Strategy<Value = Op> {
 
 /// [`edge_op`], plus deadlines already past, for a wheel that orders due entries.
 fn ordered_edge_op() -> impl Strategy<Value = Op> {
+    with_past(edge_op())
+}
+
+/// [`op`], plus deadlines already past, for a wheel that orders due entries.
+fn ordered_op() -> impl Strategy<Value = Op> {
+    with_past(op())
+}
+
+/// `base`, plus deadlines already past: inserted, moved there, or a fired persistent entry
+/// filed again there.
+fn with_past(base: impl Strategy<Value = Op>) -> impl Strategy<Value = Op> {
     let ago = prop_oneof![0u64..70, 0u64..5_000];
     prop_oneof![
-        6 => edge_op(),
+        6 => base,
         1 => ago.clone().prop_map(Op::InsertPast),
         1 => (any::<usize>(), ago).prop_map(|(i, a)| Op::ReschedulePast(i, a)),
     ]
 }
 
-/// [`op`], plus deadlines already past, for a wheel that orders due entries.
-fn ordered_op() -> impl Strategy<Value = Op> {
-    let ago = prop_oneof![0u64..70, 0u64..5_000];
+/// What [`edge_op`] never makes: fired persistent entries filed again at, before or just
+/// after the wheel's time, passes ending on (or one unit either side of) a bucket boundary
+/// of a higher level, `next_deadline`, and deadlines already past on any wheel.
+fn rare_op() -> impl Strategy<Value = Op> {
+    let small = prop_oneof![Just(0u64), 0u64..3, 0u64..70, 0u64..5_000];
     prop_oneof![
-        6 => op(),
-        1 => ago.clone().prop_map(Op::InsertPast),
-        1 => (any::<usize>(), ago).prop_map(|(i, a)| Op::ReschedulePast(i, a)),
+        8 => with_past(edge_op()),
+        2 => (any::<usize>(), small.clone(), small).prop_map(|(i, ahead, ago)| Op::Rearm {
+            i,
+            ahead,
+            ago,
+        }),
+        3 => (0u32..4, 0u8..3, prop_oneof![1usize..3, 1usize..40, Just(usize::MAX)])
+            .prop_map(|(level, nudge, budget)| Op::PassToBoundary {
+                level,
+                nudge,
+                budget,
+            }),
+        2 => Just(Op::NextDeadline),
     ]
 }
 
@@ -617,8 +657,41 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
     let mut now = 0u64;
     // What a driver arms for: every reported head, and the next expiration after each pass.
     let mut armed = u64::MAX;
+    // An entry was filed before the wheel's time on a wheel whose due list is first come:
+    // until a pass is done, entries due at once may come out of deadline order.
+    let mut unordered = false;
     for (id, op) in ops.into_iter().enumerate() {
         let id = id as u64;
+        let op = match op {
+            Op::PassToBoundary {
+                level,
+                nudge,
+                budget,
+            } => {
+                let width = (size as u64)
+                    .checked_pow(level)
+                    .and_then(|w| w.checked_mul(tick))
+                    .unwrap_or(u64::MAX);
+                let boundary = (wheel.now() / width)
+                    .saturating_add(1)
+                    .saturating_mul(width);
+                let target = match nudge {
+                    0 => boundary,
+                    1 => boundary - 1,
+                    _ => boundary.saturating_add(1),
+                };
+                Op::Pass(target.saturating_sub(now), budget)
+            }
+            Op::InsertPast(_) | Op::ReschedulePast(..) if mode != Mode::OrderedDue => {
+                unordered = true;
+                op
+            }
+            Op::Rearm { ago, .. } if mode != Mode::OrderedDue && ago > 0 => {
+                unordered = true;
+                op
+            }
+            op => op,
+        };
         match op {
             Op::Insert(delta) => {
                 let deadline = now.saturating_add(delta);
@@ -697,9 +770,10 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                 // Handed out in deadline order (every deadline here is at or after the time it
                 // was set, so even entries due at once share the earliest deadline).
                 assert!(
-                    got.windows(2).all(|p| p[0].0 <= p[1].0),
+                    unordered || got.windows(2).all(|p| p[0].0 <= p[1].0),
                     "deadline order at advance to {now}: {got:?}"
                 );
+                unordered = false;
                 got.sort_unstable();
                 assert_eq!(got, model.advance(now), "expiries at advance to {now}");
                 wheel.take_new_head(); // the pass arms for what it finds
@@ -713,7 +787,10 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                 let mut last = 0;
                 while let Step::Fired(e) = wheel.poll_within(now, &mut budget) {
                     assert!(e.deadline <= now, "early");
-                    assert!(e.deadline >= last, "deadline order within a pass");
+                    assert!(
+                        unordered || e.deadline >= last,
+                        "deadline order within a pass"
+                    );
                     last = e.deadline;
                     assert_eq!(e.parked, model.is_persistent(e.value));
                     assert_eq!(model.fire(e.value), Some(e.deadline), "fired once, on time");
@@ -743,7 +820,10 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     match wheel.poll_within(now, &mut budget) {
                         Step::Fired(e) => {
                             assert!(e.deadline <= now, "early");
-                            assert!(e.deadline >= last, "deadline order within a pass");
+                            assert!(
+                                unordered || e.deadline >= last,
+                                "deadline order within a pass"
+                            );
                             last = e.deadline;
                             assert_eq!(e.parked, model.is_persistent(e.value));
                             assert_eq!(model.fire(e.value), Some(e.deadline), "fired once");
@@ -753,6 +833,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     }
                 };
                 if done {
+                    unordered = false;
                     assert_eq!(wheel.now(), now, "a pass done is at the time polled for");
                     // Nothing due is left behind.
                     assert!(
@@ -773,7 +854,11 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                         (e.deadline, e.value)
                     })
                     .collect();
-                assert!(got.windows(2).all(|p| p[0].0 <= p[1].0), "deadline order");
+                assert!(
+                    unordered || got.windows(2).all(|p| p[0].0 <= p[1].0),
+                    "deadline order"
+                );
+                unordered = false;
                 got.sort_unstable();
                 assert_eq!(got, model.advance(now), "expiries at advance to {now}");
                 wheel.take_new_head();
@@ -793,19 +878,40 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     model.reschedule(id, deadline)
                 );
             }
-            Op::InsertPast(ago) if mode == Mode::OrderedDue => {
+            Op::InsertPast(ago) => {
                 let deadline = wheel.now().saturating_sub(ago);
                 let key = wheel.insert(deadline, id).unwrap();
                 model.insert(id, deadline);
                 keys.push((key, id));
             }
-            Op::ReschedulePast(i, ago) if mode == Mode::OrderedDue && !keys.is_empty() => {
+            Op::ReschedulePast(i, ago) if !keys.is_empty() => {
                 let (key, id) = keys[i % keys.len()];
                 let deadline = wheel.now().saturating_sub(ago);
                 assert_eq!(
                     wheel.reschedule(key, deadline),
                     model.reschedule(id, deadline)
                 );
+            }
+            Op::Rearm { i, ahead, ago } => {
+                let parked: Vec<_> = keys
+                    .iter()
+                    .filter(|&&(key, _)| wheel.is_parked(key))
+                    .copied()
+                    .collect();
+                if let Some(&(key, id)) = parked.get(i % parked.len().max(1)) {
+                    let deadline = wheel.now().saturating_add(ahead).saturating_sub(ago);
+                    assert!(wheel.reschedule(key, deadline));
+                    assert!(model.reschedule(id, deadline));
+                }
+            }
+            Op::NextDeadline => {
+                let busy = !wheel.due.is_empty() || wheel.flushing.is_some();
+                let got = wheel.next_deadline();
+                if busy && model.earliest().is_some() {
+                    assert_eq!(got, Some(wheel.now()), "next deadline with work at hand");
+                } else {
+                    assert_eq!(got, model.earliest(), "next deadline");
+                }
             }
             _ => {}
         }
@@ -877,7 +983,8 @@ fn check_peek<P: Persistence<u64>>(wheel: &Wheel<u64, P>, model: &Naive) {
         Some(key) => {
             assert!(!wheel.is_parked(key), "peek named a parked entry");
             let d = wheel.deadline(key).expect("peek names a live entry");
-            if d > wheel.now() {
+            // With nothing on the due list (handed out first, first come), the earliest.
+            if d > wheel.now() || wheel.due.is_empty() {
                 assert_eq!(Some(d), model.earliest(), "peek is not the earliest");
             }
         }
@@ -1093,6 +1200,36 @@ proptest! {
         ops in proptest::collection::vec(ordered_edge_op(), 1..300),
     ) {
         run_model_on(4, tick, ops, Mode::OrderedDue);
+    }
+
+    /// What [`edge_op`] never makes either (see [`rare_op`]), on every kind of wheel.
+    #[test]
+    fn matches_naive_model_rare_ops(
+        size in prop_oneof![Just(2usize), Just(4), Just(64)],
+        tick in prop_oneof![Just(1u64), Just(8), Just(7), 2u64..5000],
+        mode in prop_oneof![Just(Mode::Plain), Just(Mode::Staging), Just(Mode::OrderedDue)],
+        ops in proptest::collection::vec(rare_op(), 1..300),
+    ) {
+        run_model_on(size, tick, ops, mode);
+    }
+
+    /// Crowded ticks compacted, passed through to a bucket boundary, asked for their next
+    /// deadline, and filed into behind the wheel's time.
+    #[test]
+    fn matches_naive_model_rare_ops_crowded(
+        size in prop_oneof![Just(2usize), Just(64)],
+        tick in prop_oneof![Just(1u64), Just(1 << 10), 2u64..5000],
+        mode in prop_oneof![Just(Mode::Plain), Just(Mode::Staging), Just(Mode::OrderedDue)],
+        ops in proptest::collection::vec(
+            prop_oneof![
+                3 => crowd_op(),
+                1 => Just(Op::Compact),
+                1 => rare_op(),
+            ],
+            1..16,
+        ),
+    ) {
+        run_model_on(size, tick, ops, mode);
     }
 
     #[test]
