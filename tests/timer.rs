@@ -469,3 +469,26 @@ async fn lateness_counts_a_duration_sleep_first_polled_after_its_deadline() {
     assert_eq!(window.count(), 1, "{window:?}");
     assert_eq!(timer.metrics().lateness.max(), ms(90));
 }
+
+/// A sleep dropped within the tick it is due in (a timeout whose call answered) leaves an
+/// item in the queue of that tick's entries; the next pass armed the alarm for its deadline
+/// anyway, a firing pass for nothing.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_dropped_in_its_last_tick_does_not_wake_the_driver() {
+    let timer = Timer::builder().tick(ms(10)).build().unwrap();
+    let start = Instant::now();
+    let mut first = task::spawn(timer.sleep_until(start + ms(15)));
+    let mut dropped = task::spawn(timer.sleep_until(start + ms(17)));
+    let mut last = task::spawn(timer.sleep_until(start + ms(19)));
+    assert_pending!(first.poll());
+    assert_pending!(dropped.poll());
+    assert_pending!(last.poll());
+    // The pass at 10 ms has moved all three to the tick's queue.
+    tokio::time::sleep_until(start + ms(12)).await;
+    drop(dropped);
+    let before = timer.metrics().passes;
+    tokio::time::sleep_until(start + ms(20)).await;
+    assert!(first.is_woken() && last.is_woken());
+    let passes = timer.metrics().passes - before;
+    assert_eq!(passes, 2, "{passes} firing passes for two sleeps");
+}

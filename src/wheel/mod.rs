@@ -426,8 +426,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// expiration or imminent deadline, or the wheel's current time when entries are due or a
     /// bucket is being flushed. `None` when no entry waits in the wheel (parked ones do not).
     ///
-    /// Buckets emptied by removals are dropped from the top of the heap first, so the answer
-    /// never names a bucket that holds nothing. Staged entries are placed first, and the
+    /// Buckets emptied by removals are dropped from the top of the heap first, and the
+    /// imminent queues' items of entries removed or moved since, so the answer never names a
+    /// bucket that holds nothing, nor the deadline of an entry that is gone. Staged entries are placed first, and the
     /// answer is recorded as the owner's promised wake (see `stage.rs`): it is the owner's
     /// question, asked after a poll, to arm for the answer.
     pub(crate) fn next_expiration(&mut self) -> Option<u64> {
@@ -451,7 +452,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         // no later than it counts them all.
         self.unannounced = false;
         let bucket = self.heap.peek().map(|(exp, _)| exp);
-        let imminent = self.imminent.min();
+        // Exactly, as for the buckets: an imminent entry removed or moved later leaves its
+        // queue item behind, which must not name a time with nothing to hand out.
+        let imminent = self.imminent.live_min(&self.entries);
         match (bucket, imminent) {
             (Some(b), Some(i)) => Some(b.min(i)),
             (b, i) => b.or(i),

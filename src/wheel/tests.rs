@@ -943,7 +943,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
 }
 
 /// What `next_expiration` would answer, read without pruning the heap: the earliest bucket
-/// that holds entries, imminent deadline, or the wheel's time when entries are due.
+/// that holds entries, imminent entry's deadline, or the wheel's time when entries are due.
 fn exact_next_expiration<P: Persistence<u64>>(wheel: &Wheel<u64, P>) -> Option<u64> {
     if wheel.entries.len() == wheel.parked_len {
         return None;
@@ -970,10 +970,14 @@ fn exact_next_expiration<P: Persistence<u64>>(wheel: &Wheel<u64, P>) -> Option<u
         staged = Some(staged.map_or(d, |s| s.min(d)));
         idx = wheel.entries[idx as usize].next;
     }
-    [bucket, wheel.imminent.min(), staged]
-        .into_iter()
-        .flatten()
-        .min()
+    let mut imminent = None::<u64>;
+    let mut idx = wheel.imminent.list.head;
+    while idx != NIL {
+        let d = wheel.entries[idx as usize].deadline;
+        imminent = Some(imminent.map_or(d, |s| s.min(d)));
+        idx = wheel.entries[idx as usize].next;
+    }
+    [bucket, imminent, staged].into_iter().flatten().min()
 }
 
 /// `peek` names a waiting entry: one already due, or one with the model's earliest deadline.
@@ -1720,4 +1724,24 @@ fn model_regression_nothing_is_staged_without_a_promised_wake() {
         Op::PartialAdvance(0, 1),
     ];
     run_model_staging(64, 1, ops, true);
+}
+
+/// An imminent entry removed (a timeout whose call answered within its last tick) must not
+/// leave `next_expiration` naming its deadline: the owner would wake for nothing.
+#[test]
+fn next_expiration_skips_imminent_entries_removed() {
+    let mut w = Wheel::with_tick(64, 1000);
+    let early = w.insert(1500, 1).unwrap();
+    w.insert(1800, 2).unwrap();
+    assert!(drain(&mut w, 1000).is_empty());
+    assert_eq!(w.next_expiration(), Some(1500));
+    w.remove(early).unwrap();
+    assert_eq!(w.next_expiration(), Some(1800));
+    // Moved later within the tick: likewise.
+    let k = w.insert(1600, 3).unwrap();
+    assert_eq!(w.next_expiration(), Some(1600));
+    assert!(w.reschedule(k, 1900));
+    assert_eq!(w.next_expiration(), Some(1800));
+    w.assert_invariants();
+    assert_eq!(drain(&mut w, 1900), [(1800, 2), (1900, 3)]);
 }
