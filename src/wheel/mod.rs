@@ -463,7 +463,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
 
     /// Hands out the next entry whose deadline is at or before `now`, in deadline order, or
     /// returns `None` once there is none, leaving the wheel's time at `now` (time never goes
-    /// back). Expired higher-level buckets cascade their entries down on the way.
+    /// back). Expired higher-level buckets cascade their entries down on the way. Entries
+    /// filed at or before the wheel's time come first, in the order they came, unless the
+    /// wheel [orders them](Self::order_due).
     pub(crate) fn poll(&mut self, now: u64) -> Option<Expired<T>> {
         let mut unlimited = usize::MAX;
         match self.poll_within(now, &mut unlimited) {
