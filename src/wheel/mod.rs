@@ -428,9 +428,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     ///
     /// Buckets emptied by removals are dropped from the top of the heap first, and the
     /// imminent queues' items of entries removed or moved since, so the answer never names a
-    /// bucket that holds nothing, nor the deadline of an entry that is gone. Staged entries are placed first, and the
-    /// answer is recorded as the owner's promised wake (see `stage.rs`): it is the owner's
-    /// question, asked after a poll, to arm for the answer.
+    /// bucket that holds nothing, nor the deadline of an entry that is gone. Staged entries
+    /// are placed first, and the answer is recorded as the owner's promised wake (see
+    /// `stage.rs`): it is the owner's question, asked after a poll, to arm for the answer.
     pub(crate) fn next_expiration(&mut self) -> Option<u64> {
         let next = self.next_expiration_placed();
         // The owner now keeps a wakeup at the answer (and none without one).
