@@ -167,35 +167,73 @@ fn task_slot(task: tokio::task::Id) -> usize {
 }
 
 /// The current runtime's default timer, creating it if needed.
+///
+/// The registry's lock is held for its own bookkeeping only: the timer is built, the entries
+/// of shut-down timers are dropped and the creation is logged after it, as all of that may
+/// run user code (a tracing subscriber, which may use the default timer itself; a waker left
+/// in a dropped timer's wheel) or shut a timer down (a runtime refusing the timer's task
+/// drops it inside `Handle::spawn`, and the timer then leaves the registry, see [`forget`]).
+/// Two threads that miss at once may both build one: the first registered is the runtime's,
+/// and the other, never handed out, is shut down.
 #[track_caller]
 pub(crate) fn current_timer(handle: Handle) -> Timer {
     let id = handle.id();
-    let mut registry = lock_std(&REGISTRY);
-    let _held = Holding::enter();
-    registry.retain(|(_, t)| !t.is_shutdown());
-    if let Some((_, t)) = registry.iter().find(|(rid, _)| *rid == id) {
-        return t.clone();
+    let (found, purged) = {
+        let mut registry = lock_std(&REGISTRY);
+        let purged = purge(&mut registry);
+        let found = registry
+            .iter()
+            .find(|(rid, _)| *rid == id)
+            .map(|(_, t)| t.clone());
+        (found, purged)
+    };
+    drop(purged);
+    if let Some(timer) = found {
+        return timer;
     }
-    let timer = match Builder::default().for_runtime(&handle).build_on(handle) {
+    let built = match Builder::default().for_runtime(&handle).build_on(handle) {
         Ok(t) => t,
         Err(e) => panic!("tokio-timing-wheel: cannot create the default timer: {e}"),
     };
-    tracing::debug!(runtime = %id, "default timer created");
-    registry.push((id, timer.clone()));
+    let (timer, spare, purged) = {
+        let mut registry = lock_std(&REGISTRY);
+        let purged = purge(&mut registry);
+        match registry.iter().find(|(rid, _)| *rid == id) {
+            Some((_, t)) => (t.clone(), Some(built), purged),
+            None => {
+                registry.push((id, built.clone()));
+                (built, None, purged)
+            }
+        }
+    };
+    drop(purged);
+    match spare {
+        Some(spare) => spare.shutdown(), // another thread registered one first
+        None => tracing::debug!(runtime = %id, "default timer created"),
+    }
     timer
+}
+
+/// Takes the entries of shut-down timers out of the registry, to be dropped after its lock.
+fn purge(registry: &mut Vec<(Id, Timer)>) -> Vec<(Id, Timer)> {
+    let mut purged = Vec::new();
+    let mut i = 0;
+    while i < registry.len() {
+        if registry[i].1.is_shutdown() {
+            purged.push(registry.swap_remove(i));
+        } else {
+            i += 1;
+        }
+    }
+    purged
 }
 
 /// Takes runtime `id`'s default timer out of the registry: its runtime is shutting down, and
 /// the entry would keep the timer and the runtime's handle (its I/O driver's descriptors, ...)
-/// until some runtime's next lookup. Skipped where it would wait on itself or on a lookup
-/// that waits for this thread: a lookup under way on this very thread (a runtime refusing the
-/// timer's task drops it, and shuts the timer down, inside `Handle::spawn`, under the
-/// registry's lock), or one that keeps the lock through a few yields of this thread. The next
-/// lookup purges the entry then.
+/// until some runtime's next lookup. Skipped where the registry stays busy through a few yields
+/// of this thread: its holder could be waiting for this runtime. The next lookup purges the
+/// entry then.
 pub(crate) fn forget(id: Id) {
-    if HOLDING.with(std::cell::Cell::get) {
-        return;
-    }
     // Bounded: never a blocking lock, whose holder could be waiting for this runtime.
     let mut attempts = 0;
     let mut registry = loop {
@@ -218,27 +256,6 @@ pub(crate) fn forget(id: Id) {
 /// How many times [`forget`] finds the registry busy before it leaves the entry to the next
 /// lookup (a lookup holds the lock for microseconds).
 const FORGET_ATTEMPTS: u32 = 100;
-
-thread_local! {
-    /// Whether this thread holds the registry's lock (in [`current_timer`]).
-    static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Marks this thread as holding the registry's lock while it lives (unwinding included).
-struct Holding;
-
-impl Holding {
-    fn enter() -> Holding {
-        HOLDING.with(|h| h.set(true));
-        Holding
-    }
-}
-
-impl Drop for Holding {
-    fn drop(&mut self) {
-        HOLDING.with(|h| h.set(false));
-    }
-}
 
 #[cfg(all(test, not(loom)))]
 mod tests {
