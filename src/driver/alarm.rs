@@ -39,7 +39,8 @@ pub(crate) enum Set {
     Due,
     /// Tokio panicked instead of arming it: its runtime is shutting down (Tokio's unstable
     /// alt timer fires and refuses timers before the runtime drops its tasks). The panic was
-    /// contained; the caller must shut the timer down.
+    /// contained; the caller must shut the timer down (and log it, after the alarm's lock: a
+    /// tracing subscriber is user code).
     Refused,
 }
 
@@ -141,7 +142,6 @@ impl Alarm {
         if let Some(sleep) = self.sleep.take() {
             std::mem::forget(sleep);
         }
-        tracing::debug!("Tokio refused the timer's alarm: its runtime is shutting down");
     }
 
     /// The wheel time the alarm is registered for, if it is set and has not fired.

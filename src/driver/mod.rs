@@ -403,7 +403,10 @@ impl Driver {
             Set::Due => self.arm.add(PASS),
             // Tokio's runtime is going: resolve everything now (its sentinel task may not
             // have been dropped yet, with Tokio's alt timer).
-            Set::Refused => self.on_runtime_gone(),
+            Set::Refused => {
+                tracing::debug!("Tokio refused the timer's alarm: its runtime is shutting down");
+                self.on_runtime_gone();
+            }
         }
     }
 

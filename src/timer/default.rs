@@ -73,7 +73,10 @@ fn shard_of(handle: Handle) -> Arc<Shard> {
     }
     let timer = current_timer(handle);
     let shard = timer.shard().clone();
-    CACHE.with(|c| *c.borrow_mut() = Some((id, shard.clone())));
+    // The entry replaced may hold a shard's last reference, whose drop drops the wakers left
+    // in its wheel (user code, which may look its shard up here): after the borrow.
+    let replaced = CACHE.with(|c| c.replace(Some((id, shard.clone()))));
+    drop(replaced);
     shard
 }
 
@@ -117,7 +120,9 @@ fn shard_of_task_missed(task: tokio::task::Id, slot: usize) -> Arc<Shard> {
     let driven_by_workers = handle.runtime_flavor() != RuntimeFlavor::CurrentThread;
     let shard = shard_of(handle);
     if driven_by_workers {
-        BY_TASK.with(|c| c.borrow_mut()[slot] = Some((task, shard.clone())));
+        // Dropped after the borrow, as in `shard_of`.
+        let replaced = BY_TASK.with(|c| c.borrow_mut()[slot].replace((task, shard.clone())));
+        drop(replaced);
     }
     shard
 }
