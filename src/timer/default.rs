@@ -353,6 +353,39 @@ mod tests {
         }
     }
 
+    /// Threads that find no default timer at once may each build one, outside the registry's
+    /// lock: every one of them is handed the same timer, the first registered.
+    #[test]
+    fn threads_racing_to_create_the_default_timer_get_the_same_one() {
+        for _ in 0..20 {
+            let rt = runtime(true);
+            let handle = rt.handle().clone();
+            let barrier = Arc::new(std::sync::Barrier::new(4));
+            let timers: Vec<Timer> = (0..4)
+                .map(|_| {
+                    let (handle, barrier) = (handle.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        current_timer(handle)
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .collect();
+            let _guard = rt.enter();
+            let first = timers[0].shard().clone();
+            for timer in &timers {
+                assert!(!timer.is_shutdown(), "a shut-down spare handed out");
+                assert!(
+                    Arc::ptr_eq(timer.driver(), first.driver()),
+                    "two default timers"
+                );
+            }
+            assert!(Arc::ptr_eq(Timer::current().driver(), first.driver()));
+        }
+    }
+
     #[test]
     fn a_shut_down_timer_is_not_handed_out_from_the_cache() {
         let rt = runtime(true);
