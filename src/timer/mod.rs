@@ -218,7 +218,10 @@ impl Timer {
     /// methods return [`TimerError::Shutdown`](crate::TimerError::Shutdown), except
     /// [`try_spawn_after`](Timer::try_spawn_after) and [`try_spawn_at`](Timer::try_spawn_at),
     /// which, as `spawn_after` and `spawn_at` do, return a task already resolved with the
-    /// shutdown error. Calling it again does nothing.
+    /// shutdown error. Calling it again does nothing: a call made while another is still
+    /// resolving the pending futures (from a waker that shutdown woke, or on another thread)
+    /// returns at once, the futures already seeing the timer shut down, though
+    /// [`pending`](Timer::pending) may count some until the first call has gone through them.
     ///
     /// An [`Interval`](crate::Interval) or [`DelayQueue`](crate::DelayQueue) of the timer goes
     /// on with Tokio's timer, on the timer's runtime while that lives and then on the runtime
