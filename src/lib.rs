@@ -136,7 +136,8 @@
 //! - the work of one step is bounded (entries handed out or cascaded, heap items popped), so a
 //!   bucket of a million entries cascades a batch at a time and never holds a lock long;
 //! - entries live in a slab and are chained into buckets through slab indices, so insert,
-//!   cancel and reschedule are O(1); a later deadline is re-filed lazily;
+//!   cancel and reschedule are O(1); a later deadline is re-filed lazily (on a timer, only
+//!   within its bucket's slot);
 //! - every non-empty bucket has an item in a min-heap keyed by its expiration, so time jumps
 //!   straight to the next expiring bucket; expired higher-level buckets cascade down;
 //! - a timer's wheels stage recent entries: a one-shot entry whose deadline is at or after the

@@ -1100,3 +1100,27 @@ async fn an_overdue_tick_completes_at_once_after_a_pass_between_tokios_milliseco
     assert_ready_eq!(poll_next(&mut i), start + ms(15), "Burst: at once");
     assert_ready_eq!(poll_next(&mut i), start + ms(20));
 }
+
+/// An interval reset to a later tick left its entry in the bucket of the tick it had been
+/// waiting for (the wheel re-files a later deadline lazily, when that bucket expires): once an
+/// earlier timer had fired, the driver was armed again for that bucket, a firing pass that
+/// only moved the entry on. Tokio's `Interval::reset` moves its registration, and its
+/// timer does not wake at the old tick.
+#[tokio::test(start_paused = true)]
+async fn an_interval_reset_later_does_not_wake_the_driver_at_its_old_tick() {
+    let timer = Timer::builder().build().unwrap();
+    let start = Instant::now();
+    let mut earlier = task::spawn(timer.sleep(ms(10)));
+    assert_pending!(earlier.poll());
+    let mut ticks = task::spawn(timer.interval(ms(20)));
+    assert_ready!(poll_next(&mut ticks)); // the first tick, at once
+    assert_pending!(poll_next(&mut ticks)); // the next one waits, for 20 ms
+    ticks.enter(|_, mut i| i.reset_at(start + ms(5000)));
+    assert_pending!(poll_next(&mut ticks));
+    let before = timer.metrics().passes;
+    time::sleep_until(start + ms(4000)).await;
+    assert!(earlier.is_woken());
+    let passes = timer.metrics().passes - before;
+    assert_eq!(passes, 1, "{passes} firing passes for one sleep due in 4 s");
+    assert!(!ticks.is_woken());
+}

@@ -105,6 +105,8 @@ impl Shard {
         let mut wheel = WakerWheel::persistent(wheel_size, driver.clock.tick_units());
         // Passes poll the wheel whenever its reports and answers say (see `Wheel::stage_recent`).
         wheel.stage_recent();
+        // Passes wake at its next expiration: a bucket must not wait for entries moved away.
+        wheel.relink_later();
         Shard {
             wheel: Lines(Mutex::new(Locked {
                 wheel,

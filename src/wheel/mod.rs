@@ -109,6 +109,9 @@ pub(crate) struct Wheel<T, P = OneShot> {
     persistence: PhantomData<fn() -> P>,
     /// Keep the slab's memory when the wheel empties (see [`keep_capacity`](Self::keep_capacity)).
     keep_capacity: bool,
+    /// Relink an entry moved later than its bucket's slot at once (see
+    /// [`relink_later`](Self::relink_later)).
+    relink_later: bool,
     /// Entries linked at or before the wheel's time wait in the imminent heap, handed out in
     /// deadline order, rather than on the due list in the order they came (see
     /// [`order_due`](Self::order_due)).
@@ -168,6 +171,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             unannounced: false,
             persistence: PhantomData,
             keep_capacity: false,
+            relink_later: false,
             ordered_due: false,
             stats: Stats::default(),
         }
@@ -177,6 +181,15 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// for an owner that manages capacity itself (`reserve`, `shrink_to_fit`).
     pub(crate) fn keep_capacity(&mut self) {
         self.keep_capacity = true;
+    }
+
+    /// Relinks an entry moved later than the slot of its bucket at once, rather than when the
+    /// bucket expires: for an owner that wakes at [`next_expiration`](Self::next_expiration),
+    /// which a bucket left holding only entries moved away would wake for nothing. (An owner
+    /// that wakes at [`next_deadline`](Self::next_deadline) never does, and keeps the cheaper
+    /// lazy move.)
+    pub(crate) fn relink_later(&mut self) {
+        self.relink_later = true;
     }
 
     /// Hands out entries filed at or before the wheel's time (inserted or rescheduled into the
@@ -390,7 +403,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// back into the wheel.
     ///
     /// A deadline that is still at or after the expiration of the entry's current bucket costs
-    /// no relink now: the entry is re-filed when that bucket expires. An earlier one relinks.
+    /// no relink now: the entry is re-filed when that bucket expires. An earlier one relinks,
+    /// and so does one beyond the bucket's slot on a wheel that
+    /// [relinks later moves](Self::relink_later).
     pub(crate) fn reschedule(&mut self, key: Key, deadline: u64) -> bool {
         if self.check(key).is_none() {
             return false;
@@ -405,8 +420,17 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             // that fired is filed again.
             PARKED => deadline == u64::MAX && self.entries[idx as usize].deadline == u64::MAX,
             _ => {
+                // Within the bucket's own slot: re-filed when it expires, as it must be then
+                // anyway. Beyond it, with `relink_later`, relinked now.
                 let (level, slot) = split(bucket);
-                deadline >= self.levels[level].buckets[slot].expiration
+                let expiration = self.levels[level].buckets[slot].expiration;
+                let width = self
+                    .geo
+                    .tick
+                    .divisor()
+                    .checked_shl(level as u32 * self.geo.shift)
+                    .unwrap_or(u64::MAX);
+                deadline >= expiration && (!self.relink_later || deadline - expiration < width)
             }
         };
         if stays {
