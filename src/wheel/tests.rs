@@ -257,8 +257,8 @@ fn stale_keys_are_never_confused_after_slot_reuse() {
 }
 
 /// On a wheel that relinks later moves, a later deadline within the slot of the entry's
-/// bucket is re-filed lazily, when the bucket expires; one beyond it relinks at once, so the old bucket, left empty, asks for no
-/// wake of its own.
+/// bucket is re-filed lazily, when the bucket expires; one beyond it relinks at once, so the
+/// old bucket, left empty, asks for no wake of its own.
 #[test]
 fn reschedule_later_is_lazy_within_its_bucket_and_fires_at_the_new_deadline() {
     let mut w = Wheel::new(64);
@@ -636,7 +636,7 @@ fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
     run_model_on(size, tick, ops, Mode::Plain);
 }
 
-/// [`run_model`] on a wheel that stages recent entries (as a timer's shards do) or not.
+/// [`run_model`] on a wheel set up as a timer's shards are (see [`Mode::Staging`]) or not.
 fn run_model_staging(size: usize, tick: u64, ops: Vec<Op>, staging: bool) {
     let mode = if staging { Mode::Staging } else { Mode::Plain };
     run_model_on(size, tick, ops, mode);
@@ -646,7 +646,8 @@ fn run_model_staging(size: usize, tick: u64, ops: Vec<Op>, staging: bool) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     Plain,
-    /// Stages recent entries, as a timer's shards do.
+    /// Stages recent entries and relinks later moves beyond their bucket's slot, as a
+    /// timer's shards do.
     Staging,
     /// Hands entries due at once out in deadline order, as a `DelayQueue`'s wheel does.
     OrderedDue,
@@ -656,7 +657,10 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
     let mut wheel: Wheel<u64, Copied> = Wheel::persistent(size, tick);
     match mode {
         Mode::Plain => {}
-        Mode::Staging => wheel.stage_recent(),
+        Mode::Staging => {
+            wheel.stage_recent();
+            wheel.relink_later();
+        }
         Mode::OrderedDue => wheel.order_due(),
     }
     let mut model = Naive::default();
