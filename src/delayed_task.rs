@@ -515,9 +515,10 @@ impl<T> DelayedTask<T> {
     /// [`deadline`](DelayedTask::deadline)) if it has already started, finished, been
     /// cancelled, or its timer shut down.
     ///
-    /// A later deadline costs one comparison under the shard's lock: the task stays where it
-    /// is in the wheel and is re-filed lazily when its old slot comes. An earlier one relinks
-    /// it (O(1)); one already passed starts it on the timer's next pass (and, in the timer's
+    /// A later deadline within the time its wheel slot covers costs one comparison under the
+    /// shard's lock: the task stays where it is and is re-filed lazily when that slot comes.
+    /// A later one beyond it, or an earlier one, relinks it (O(1)), so the timer never wakes
+    /// at the old slot for nothing; one already passed starts it on the timer's next pass (and, in the timer's
     /// [`Lateness`](crate::Lateness), counts as late from the reset, not from the past
     /// deadline). On a timer built with
     /// [`max_pending`](crate::Builder::max_pending) the task keeps its slot.

@@ -114,8 +114,10 @@
 //!   its memory, with the waker it holds, is reclaimed by that pass or the shard's next
 //!   registration. A drop that finds the shard's lock held by another thread: by the shard's
 //!   next registration or the timer's next pass. A drop never runs a pass or wakes anything.
-//! - **Idle costs nothing**: with no timer pending the timer holds no Tokio sleep at all; an
-//!   hour-long timer costs a handful of wakeups (one per level on its way down).
+//! - **Idle costs nothing**: with no timer pending the timer holds no Tokio sleep once the
+//!   wakeup it had set has come (a cancel, kept cheap, leaves it set: one pass that finds
+//!   nothing, at most, after the last timer goes); an hour-long timer costs a handful of
+//!   wakeups (one per level on its way down).
 //! - **Horizon.** A timer counts nanoseconds since it was built in a `u64`: deadlines more than
 //!   584 years after that never fire (rather than fire early).
 //!
