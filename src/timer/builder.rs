@@ -56,6 +56,11 @@ impl Builder {
     /// finer one fewer timers per bucket. Tokio's own timer, which wakes the driver, has a 1 ms
     /// resolution: on a real clock timers fire within about that of their deadline, plus
     /// scheduling delay.
+    ///
+    /// A tick coarser than that millisecond costs wakeups: the driver wakes at the start of
+    /// the tick a timer is due in, to queue that tick's timers by deadline, and again at the
+    /// deadline itself: for a timer alone in its tick, two wakeups where Tokio's own sleep
+    /// takes one. The default tick does not pay this.
     pub fn tick(mut self, tick: Duration) -> Self {
         self.tick = tick;
         self
