@@ -60,7 +60,9 @@ impl Builder {
     /// A tick coarser than that millisecond costs wakeups: the driver wakes at the start of
     /// the tick a timer is due in, to queue that tick's timers by deadline, and again at the
     /// deadline itself: for a timer alone in its tick, two wakeups where Tokio's own sleep
-    /// takes one. The default tick does not pay this.
+    /// takes one. On the default tick, Tokio's own resolution, only a timer due after the
+    /// first of Tokio's millisecond marks within its tick pays it (the two grids are apart by
+    /// however far into a millisecond the timer was built).
     pub fn tick(mut self, tick: Duration) -> Self {
         self.tick = tick;
         self
