@@ -205,6 +205,11 @@ pub(crate) fn current_timer(handle: Handle) -> Timer {
         let purged = purge(&mut registry);
         match registry.iter().find(|(rid, _)| *rid == id) {
             Some((_, t)) => (t.clone(), Some(built), purged),
+            // Its runtime is shutting down (it refused the timer's sentinel, or dropped it
+            // since): its `forget` has come and gone, so the entry would keep the timer and
+            // the runtime's handle until some other lookup. A shutdown that comes later
+            // finds the entry, as `forget` waits for this lock.
+            None if built.is_shutdown() => (built, None, purged),
             None => {
                 registry.push((id, built.clone()));
                 (built, None, purged)
@@ -345,6 +350,34 @@ mod tests {
                     .unwrap();
             });
             assert!(registered(id));
+            drop(rt);
+            assert!(
+                !registered(id),
+                "the registry keeps a dropped runtime's timer (and its handle)"
+            );
+        }
+    }
+
+    /// A default timer first looked up while its runtime shuts down (from the drop of one of
+    /// its tasks) is shut down at once, its sentinel refused: it must not stay registered,
+    /// holding the runtime's handle after the runtime is gone.
+    #[test]
+    fn a_default_timer_made_as_its_runtime_shuts_down_is_not_kept() {
+        struct LooksUpOnDrop(Handle);
+        impl Drop for LooksUpOnDrop {
+            fn drop(&mut self) {
+                let timer = current_timer(self.0.clone());
+                assert!(timer.is_shutdown(), "its runtime is shutting down");
+            }
+        }
+        for multi_thread in [true, false] {
+            let rt = runtime(multi_thread);
+            let id = rt.handle().id();
+            let on_drop = LooksUpOnDrop(rt.handle().clone());
+            rt.spawn(async move {
+                let _on_drop = on_drop;
+                std::future::pending::<()>().await;
+            });
             drop(rt);
             assert!(
                 !registered(id),
