@@ -423,3 +423,27 @@ async fn a_wheel_sleep_reset_when_the_timer_is_full_waits_on_tokios_timer() {
     step(ms(1)).await;
     assert_ready!(sleep.poll());
 }
+
+/// A sleep that waits on Tokio's timer (its explicit timer was full), reset through a
+/// `HyperTimer::new()`, goes to the runtime's default timer, and then outlives that timer's
+/// shutdown as every default-timer sleep does rather than completing 90 ms early.
+#[tokio::test(start_paused = true)]
+async fn a_full_timers_sleep_reset_onto_the_default_timer_outlives_its_shutdown() {
+    let wheel = Timer::builder().max_pending(1).build().unwrap();
+    let full = HyperTimer::from(wheel.clone());
+    let _hold = wheel.try_sleep(Duration::from_secs(3600)).unwrap();
+    let mut sleep = full.sleep(ms(10));
+
+    let default = HyperTimer::new();
+    default.reset(&mut sleep, default.now() + ms(100));
+    let mut sleep = task::spawn(sleep);
+    assert_pending!(sleep.poll());
+    assert_eq!(Timer::current().pending(), 1, "on the default timer");
+    step(ms(10)).await;
+    Timer::current().shutdown();
+    assert_pending!(sleep.poll(), "not at the shutdown, 90 ms early");
+    step(ms(89)).await;
+    assert_pending!(sleep.poll());
+    step(ms(1)).await;
+    assert_ready!(sleep.poll());
+}

@@ -277,7 +277,8 @@ impl WheelSleep {
             }
             // Back to the wheel if it has a slot now; else re-armed in place.
             WheelSleep::Tokio(tokio) => match timer.try_sleep_until(deadline) {
-                Ok(sleep) => *self = WheelSleep::Wheel(sleep),
+                // On the runtime's default timer if `timer` is a `HyperTimer::new()`'s.
+                Ok(sleep) => *self = WheelSleep::wheel(timer, sleep),
                 Err(_) => tokio.reset(deadline),
             },
         }
