@@ -517,8 +517,10 @@ impl<T> DelayedTask<T> {
     ///
     /// A later deadline within the time its wheel slot covers costs one comparison under the
     /// shard's lock: the task stays where it is and is re-filed lazily when that slot comes.
-    /// A later one beyond it, or an earlier one, relinks it (O(1)), so the timer never wakes
-    /// at the old slot for nothing; one already passed starts it on the timer's next pass (and, in the timer's
+    /// A later one beyond it, or an earlier one, relinks it (O(1)), so the timer's passes
+    /// no longer count on the old slot. (If the task was the timer's earliest, the wakeup
+    /// already set for it stays: one pass at the old deadline that finds nothing, as after a
+    /// cancel.) One already passed starts it on the timer's next pass (and, in the timer's
     /// [`Lateness`](crate::Lateness), counts as late from the reset, not from the past
     /// deadline). On a timer built with
     /// [`max_pending`](crate::Builder::max_pending) the task keeps its slot.
