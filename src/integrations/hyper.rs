@@ -105,7 +105,8 @@ use crate::{Sleep, Timer, TimerError};
 /// deadline it must wait for) waits on Tokio's own timer instead, logged as a warning; its next
 /// `reset` that finds a slot puts it back on the wheel. A sleep that completed at once, or a
 /// panic, would close connections or make hyper-util's pool idle task spin. The wheel never
-/// holds more than its limit.
+/// holds more than its limit. Such a sleep waits for its deadline whatever becomes of the
+/// timer: it is not in the wheel, and the timer's shutdown does not complete it.
 ///
 /// A [`sleep`](hyper::rt::Timer::sleep) first polled only after its deadline has passed may
 /// return `Pending` with its task already woken and complete on the next poll (hyper-util's
