@@ -10,7 +10,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use tokio_timing_wheel::{sleep_wheel, spawn_after, Timer, TimerError};
 
 mod common;
-use common::{ms, settle, with_watchdog};
+use common::{ms, settle, with_watchdog, OnEvent};
 
 fn alive_tasks() -> usize {
     tokio::runtime::Handle::current()
@@ -395,29 +395,15 @@ fn timer_current_is_per_runtime() {
 /// or the subscriber's `Timer::current()` would wait for it on its own thread, forever.
 #[test]
 fn a_tracing_subscriber_may_use_the_default_timer() {
-    struct UsesTimer(Arc<AtomicUsize>);
-    impl tracing::Subscriber for UsesTimer {
-        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-            true
-        }
-        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-            tracing::span::Id::from_u64(1)
-        }
-        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-        fn event(&self, _: &tracing::Event<'_>) {
-            if tokio::runtime::Handle::try_current().is_ok() {
-                let _ = Timer::current().metrics();
-                self.0.fetch_add(1, SeqCst);
-            }
-        }
-        fn enter(&self, _: &tracing::span::Id) {}
-        fn exit(&self, _: &tracing::span::Id) {}
-    }
     let events = with_watchdog(Duration::from_secs(20), || {
         let events = Arc::new(AtomicUsize::new(0));
-        let _guard = tracing::subscriber::set_default(UsesTimer(events.clone()));
-        tracing::callsite::rebuild_interest_cache();
+        let seen = events.clone();
+        let _guard = OnEvent::install(move |_: &tracing::Event<'_>| {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = Timer::current().metrics();
+                seen.fetch_add(1, SeqCst);
+            }
+        });
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .start_paused(true)

@@ -210,3 +210,35 @@ pub(crate) fn alt_runtime(workers: usize) -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// A tracing subscriber that hands each event to `F` (tracing's `Subscriber`, no extra
+/// dependency): for tests that read what the crate logs, or that run code where a
+/// subscriber's would run.
+pub(crate) struct OnEvent<F>(pub(crate) F);
+
+impl<F: Fn(&tracing::Event<'_>) + Send + Sync + 'static> tracing::Subscriber for OnEvent<F> {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        (self.0)(event)
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+impl<F: Fn(&tracing::Event<'_>) + Send + Sync + 'static> OnEvent<F> {
+    /// Installs the subscriber for this thread (a current-thread runtime's tasks run on it)
+    /// while the guard lives.
+    pub(crate) fn install(f: F) -> tracing::subscriber::DefaultGuard {
+        let guard = tracing::subscriber::set_default(OnEvent(f));
+        // Other tests' threads, with no subscriber, may have cached that nobody listens.
+        tracing::callsite::rebuild_interest_cache();
+        guard
+    }
+}

@@ -97,9 +97,9 @@ async fn a_task_whose_future_panics_on_drop_after_completing_is_not_reported_as_
     assert_eq!(t.await.unwrap(), 2);
 }
 
-/// The error events logged on this thread, by message. A subscriber of its own (tracing's
-/// `Subscriber`, no extra dependency), so the tests below can tell a panic the crate contained
-/// (and logged) from one that reached Tokio's own catch around a task, which logs nothing.
+/// The error events logged on this thread, by message, so the tests below can tell a panic
+/// the crate contained (and logged) from one that reached Tokio's own catch around a task,
+/// which logs nothing.
 #[derive(Default)]
 struct ErrorLog(std::sync::Mutex<Vec<String>>);
 
@@ -113,35 +113,18 @@ impl tracing::field::Visit for Message<'_> {
     }
 }
 
-struct Logged(std::sync::Arc<ErrorLog>);
-
-impl tracing::Subscriber for Logged {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        if *event.metadata().level() == tracing::Level::ERROR {
-            let mut message = String::new();
-            event.record(&mut Message(&mut message));
-            self.0 .0.lock().unwrap().push(message);
-        }
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
 impl ErrorLog {
     /// Installs a log for this thread (a current-thread runtime's tasks run on it).
     fn install() -> (std::sync::Arc<ErrorLog>, tracing::subscriber::DefaultGuard) {
         let log = std::sync::Arc::new(ErrorLog::default());
-        let guard = tracing::subscriber::set_default(Logged(log.clone()));
-        // Other tests' threads, with no subscriber, may have cached that nobody listens.
-        tracing::callsite::rebuild_interest_cache();
+        let to = log.clone();
+        let guard = crate::common::OnEvent::install(move |event: &tracing::Event<'_>| {
+            if *event.metadata().level() == tracing::Level::ERROR {
+                let mut message = String::new();
+                event.record(&mut Message(&mut message));
+                to.0.lock().unwrap().push(message);
+            }
+        });
         (log, guard)
     }
 
