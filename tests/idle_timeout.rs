@@ -480,3 +480,22 @@ async fn a_shutdown_waiting_on_a_peer_that_reads_nothing_times_out() {
     let mut again = task::spawn(conn.shutdown());
     assert_timed_out(assert_ready!(again.poll()));
 }
+
+/// An adapter that wraps the idle error in an I/O error of its own (`io::Error::new(kind, e)`,
+/// as stream adapters often do) still has it told from a transport error: std's
+/// `io::Error::source()` skips the error it wraps, so the chain must be walked through
+/// `get_ref()`.
+#[tokio::test(start_paused = true)]
+async fn an_idle_error_rewrapped_in_an_io_error_is_still_told_apart() {
+    let (mut conn, _peer) = pair(ms(100));
+    let err = conn.read_u8().await.unwrap_err();
+    assert!(IdleTimeout::is_idle_error(&err));
+    let rewrapped = io::Error::new(err.kind(), err);
+    assert!(IdleTimeout::is_idle_error(&rewrapped));
+    let twice = io::Error::other(rewrapped);
+    assert!(IdleTimeout::is_idle_error(&twice));
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(twice);
+    assert!(IdleTimeout::is_idle_error(&*boxed));
+    let transport = io::Error::new(io::ErrorKind::TimedOut, io::Error::other("kernel"));
+    assert!(!IdleTimeout::is_idle_error(&transport));
+}

@@ -218,8 +218,9 @@ impl IdleTimeout<()> {
     }
 
     /// Whether `err`, or an error in its `source()` chain (a hyper error wrapping the I/O
-    /// error, say), is the error an `IdleTimeout` fails with: tells an idle close from a
-    /// transport error, even one of kind `TimedOut`.
+    /// error, say) or wrapped in an `io::Error` of the chain (an adapter's
+    /// `io::Error::new(kind, err)`), is the error an `IdleTimeout` fails with: tells an idle
+    /// close from a transport error, even one of kind `TimedOut`.
     ///
     /// # Examples
     ///
@@ -245,10 +246,12 @@ impl IdleTimeout<()> {
             if e.is::<IdleElapsed>() {
                 return true;
             }
-            if let Some(io) = e.downcast_ref::<io::Error>() {
-                if io.get_ref().is_some_and(|inner| inner.is::<IdleElapsed>()) {
-                    return true;
-                }
+            // An `io::Error`'s `source()` is that of the error it wraps, skipping the wrapped
+            // error itself (an `IdleElapsed`, or the idle `io::Error` an adapter re-wrapped):
+            // walk into it instead.
+            if let Some(inner) = e.downcast_ref::<io::Error>().and_then(io::Error::get_ref) {
+                next = Some(inner);
+                continue;
             }
             next = e.source();
         }
