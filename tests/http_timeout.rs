@@ -527,3 +527,29 @@ async fn tower_http_constructors_and_accessors_are_all_here() {
     *response_body.get_mut() += 1;
     assert_eq!(response_body.into_inner(), 8);
 }
+
+/// `Debug` shows the deadline of the wait in progress, and none between frames or once the
+/// body has ended (not the stale deadline of an earlier wait).
+#[tokio::test(start_paused = true)]
+async fn debug_shows_the_deadline_of_the_wait_in_progress_only() {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut body = std::pin::pin!(TimeoutBody::new(ms(1000), OneFrame(Some(rx))));
+    assert!(format!("{body:?}").contains("deadline: None"), "{body:?}");
+    let mut task = tokio_test::task::spawn(());
+    let start = Instant::now();
+    assert!(task
+        .enter(|cx, _| body.as_mut().poll_frame(cx))
+        .is_pending());
+    let waiting = format!("{body:?}");
+    assert!(
+        waiting.contains(&format!("deadline: Some({:?})", start + ms(1000))),
+        "{waiting}"
+    );
+    tx.send(Bytes::from("last")).unwrap();
+    let last = task.enter(|cx, _| body.as_mut().poll_frame(cx));
+    assert!(matches!(last, Poll::Ready(Some(Ok(_)))), "{last:?}");
+    assert!(
+        format!("{body:?}").contains("deadline: None"),
+        "an ended body shows the deadline of its last wait: {body:?}"
+    );
+}

@@ -145,10 +145,13 @@ impl<B> TimeoutBody<B> {
 }
 
 impl<B> fmt::Debug for TimeoutBody<B> {
+    /// The limit, and the deadline of the wait in progress: none between frames or once the
+    /// body has ended (the timer left at an earlier wait's deadline is not one).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let deadline = self.sleep.as_ref().filter(|_| !self.moved);
         f.debug_struct("TimeoutBody")
             .field("timeout", &self.timeout)
-            .field("deadline", &self.sleep.as_ref().map(Sleep::deadline))
+            .field("deadline", &deadline.map(Sleep::deadline))
             .finish_non_exhaustive()
     }
 }
