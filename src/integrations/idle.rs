@@ -65,9 +65,11 @@ pin_project! {
     ///
     /// On an explicit timer built with [`max_pending`](crate::Builder::max_pending), a read or
     /// write that must wait and finds the timer full (it needs a slot: its first wait, or one
-    /// after its timer fired) fails with an [`io::ErrorKind::Other`] error whose source is
-    /// [`TimerError::Full`](crate::TimerError::Full), rather than panicking or waiting with
-    /// no limit; the stream has not timed out, and a later wait tries again.
+    /// after its timer fired) fails with an [`io::ErrorKind::Other`] error that wraps
+    /// [`TimerError::Full`](crate::TimerError::Full) (reach it with
+    /// [`io::Error::get_ref`]: std's `io::Error::source` skips the error it wraps), rather
+    /// than panicking or waiting with no limit; the stream has not timed out, and a later
+    /// wait tries again.
     ///
     /// # Panics
     ///
