@@ -553,3 +553,38 @@ async fn debug_shows_the_deadline_of_the_wait_in_progress_only() {
         "an ended body shows the deadline of its last wait: {body:?}"
     );
 }
+
+/// A body waiting when the runtime's default timer shuts down waits out its limit on the
+/// runtime's new default timer, as `IdleTimeout` does: a `TimeoutError` then would report a
+/// timeout the body never had.
+#[tokio::test(start_paused = true)]
+async fn a_body_waiting_when_the_default_timer_shuts_down_still_waits_its_limit() {
+    use tokio_timing_wheel::Timer;
+
+    let (_tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(1);
+    let mut body = std::pin::pin!(TimeoutBody::new(ms(1000), body));
+    let mut task = tokio_test::task::spawn(());
+    assert!(task
+        .enter(|cx, _| body.as_mut().poll_frame(cx))
+        .is_pending());
+    tokio::time::advance(ms(300)).await;
+    Timer::current().shutdown();
+    let cut = task.enter(|cx, _| body.as_mut().poll_frame(cx));
+    assert!(cut.is_pending(), "not a timeout, 700 ms early: {cut:?}");
+    tokio::time::advance(ms(699)).await;
+    assert!(task
+        .enter(|cx, _| body.as_mut().poll_frame(cx))
+        .is_pending());
+    tokio::time::advance(ms(1)).await;
+    tokio::task::yield_now().await;
+    assert!(
+        task.is_woken(),
+        "woken at the limit by the new default timer"
+    );
+    let late = task.enter(|cx, _| body.as_mut().poll_frame(cx));
+    let err = match late {
+        Poll::Ready(Some(Err(e))) => e,
+        other => panic!("not timed out at the limit: {other:?}"),
+    };
+    assert!(err.is::<TimeoutError>());
+}

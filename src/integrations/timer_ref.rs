@@ -28,7 +28,7 @@ impl TimerRef {
     }
 
     /// Whether this is the runtime's default timer (no explicit one).
-    #[cfg(feature = "hyper")] // hyper's sleeps, which move to a new default timer
+    #[cfg(any(feature = "hyper", feature = "http"))] // sleeps that move to a new default timer
     pub(crate) fn is_default(&self) -> bool {
         self.0.is_none()
     }

@@ -73,9 +73,10 @@ pin_project! {
     /// one that finds none gets the error again. (tower-http's body answers the error to
     /// every poll after its limit, frame or not.)
     ///
-    /// If the timer shuts down while the body waits, the body fails with [`TimeoutError`]. A
-    /// wait after a later frame uses a new timer: with the default timer, the runtime's new
-    /// one (an explicit timer that was shut down fails the body at once).
+    /// If the runtime's default timer shuts down while the body waits, the wait goes on, to
+    /// the same deadline, on the runtime's new default timer, and so does a wait after a
+    /// later frame. An explicit timer's shutdown fails a body waiting then with
+    /// [`TimeoutError`], and any later wait at once.
     ///
     /// On an explicit timer built with [`max_pending`](crate::Builder::max_pending), a wait
     /// that finds the timer full (it needs a slot: its first, or one after its timer fired)
@@ -219,7 +220,13 @@ where
             }
         };
         *me.moved = false;
-        ready!(Pin::new(sleep).poll(cx));
+        ready!(Pin::new(&mut *sleep).poll(cx));
+        if sleep.is_shutdown() && me.timer.is_default() {
+            // The runtime's default timer shut down before the deadline: the rest is waited on
+            // the runtime's new default timer, as `IdleTimeout` does, not reported as a timeout.
+            *sleep = crate::sleep_wheel_until(sleep.deadline());
+            ready!(Pin::new(&mut *sleep).poll(cx));
+        }
         Poll::Ready(Some(Err(Box::new(TimeoutError::new()))))
     }
 
