@@ -1614,3 +1614,35 @@ async fn after_a_shutdown_an_emptied_queue_wakes_nobody_at_its_old_deadline() {
         assert_eq!(assert_ready_some!(poll!(q)).into_inner(), "b");
     }
 }
+
+/// An item reset again and again between polls to deadlines in the current tick (or already
+/// passed), beside another waiting there, holds no more memory however many the resets.
+#[tokio::test(start_paused = true)]
+async fn resets_within_the_current_tick_between_polls_hold_bounded_memory() {
+    let mut q = queue();
+    let first = q.insert(0u32, Duration::from_micros(300));
+    let moved = q.insert(1, Duration::from_micros(600));
+    assert_pending!(poll!(q));
+    let mut held = Vec::new();
+    for round in 0..4u64 {
+        let before = common::alloc::live_bytes();
+        for i in 0..50_000u64 {
+            let at = match i % 3 {
+                0 => Duration::from_micros(400 + i % 100),
+                1 => Duration::ZERO, // already passed
+                _ => Duration::from_micros(700),
+            };
+            q.reset(&moved, at);
+        }
+        held.push(common::alloc::live_bytes() - before);
+        assert!(
+            held[round as usize] < 64 * 1024,
+            "round {round}: {held:?} bytes held by 50 000 resets of one item"
+        );
+    }
+    q.reset(&moved, Duration::from_micros(700));
+    time::advance(ms(1)).await;
+    let out: Vec<Key> = drain(&mut q).iter().map(Expired::key).collect();
+    assert_eq!(out, [first, moved]);
+    assert!(assert_ready!(poll!(q)).is_none(), "the queue is empty");
+}

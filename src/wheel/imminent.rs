@@ -25,18 +25,27 @@ const KEEP_ITEMS: usize = 4096;
 /// a burst of timers for the same instant all tie), so a tick of a million entries costs a
 /// push and a pop at the ends of a ring buffer each, not a million heap operations. The
 /// others go to `heap`. Popping takes the smaller of the two heads. Removed or moved entries
-/// leave stale items behind, recognised (and dropped) when popped.
+/// leave stale items behind, recognised (and dropped) when popped; should they come to
+/// outnumber the entries waiting (an entry moved again and again within the tick between
+/// polls), a push sweeps them out, so the queues stay within a constant factor of the list.
 #[derive(Debug)]
 pub(super) struct Imminent {
     pub(super) list: List,
+    /// Entries on `list`.
+    len: usize,
     run: VecDeque<Item>,
     heap: BinaryHeap<Reverse<Item>>,
 }
+
+/// Stale items the queues may hold beyond as many as there are live ones before a push sweeps
+/// them out: sweeps then cost O(1) amortised per push.
+const SLACK_ITEMS: usize = 64;
 
 impl Imminent {
     pub(super) fn new() -> Imminent {
         Imminent {
             list: List::EMPTY,
+            len: 0,
             run: VecDeque::new(),
             heap: BinaryHeap::new(),
         }
@@ -93,6 +102,7 @@ impl Imminent {
         };
         let earliest = first || self.min().map_or(true, |m| deadline < m);
         self.list.push_back(entries, idx, IMMINENT);
+        self.len += 1;
         let item = (deadline, idx, generation);
         if self
             .run
@@ -103,13 +113,38 @@ impl Imminent {
         } else {
             self.heap.push(Reverse(item));
         }
+        if self.run.len() + self.heap.len() > 2 * self.len + SLACK_ITEMS {
+            self.sweep(entries);
+        }
         earliest
+    }
+
+    /// Drops the stale items, and the duplicates of live ones (an entry moved away and back
+    /// to the same deadline), leaving one item per entry, all on the run.
+    #[cold]
+    fn sweep<T>(&mut self, entries: &Slab<Entry<T>>) {
+        let live = |&(deadline, idx, generation): &Item| {
+            entries.get(idx as usize).is_some_and(|e| {
+                e.generation == generation && e.bucket == IMMINENT && e.deadline == deadline
+            })
+        };
+        let mut items: Vec<Item> = self
+            .run
+            .drain(..)
+            .chain(self.heap.drain().map(|r| r.0))
+            .filter(live)
+            .collect();
+        items.sort_unstable();
+        items.dedup();
+        debug_assert_eq!(items.len(), self.len, "one item per imminent entry");
+        self.run.extend(items);
     }
 
     /// Unlinks entry `idx`; the last one out takes the (now all stale) items with it, so a
     /// cancelled burst gives its memory back at once.
     pub(super) fn unlink<T>(&mut self, entries: &mut Slab<Entry<T>>, idx: u32) {
         self.list.unlink(entries, idx);
+        self.len -= 1;
         if self.list.is_empty() {
             self.forget_items();
         }
@@ -134,6 +169,7 @@ impl Imminent {
             return None;
         }
         self.list.unlink(entries, idx);
+        self.len -= 1;
         if self.list.is_empty() {
             self.forget_items(); // only stale items can be left
         }
@@ -143,6 +179,7 @@ impl Imminent {
     /// Forgets every entry (the entries themselves are the caller's business).
     pub(super) fn clear(&mut self) {
         self.list = List::EMPTY;
+        self.len = 0;
         self.forget_items();
     }
 
@@ -179,6 +216,12 @@ impl Imminent {
             .iter()
             .copied()
             .chain(self.heap.iter().map(|r| r.0))
+    }
+
+    /// Entries on the list (for the invariant checks).
+    #[cfg(any(test, debug_assertions))]
+    pub(super) fn len(&self) -> usize {
+        self.len
     }
 
     /// Items in the run and in the heap, and the capacity the two hold (for tests).

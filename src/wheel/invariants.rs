@@ -22,7 +22,7 @@ impl<T, P> Wheel<T, P> {
         linked += self.check_list(&self.due, DUE, |d| {
             assert!(d <= self.now, "due entry {d} after now {}", self.now)
         });
-        linked += self.check_list(&self.imminent.list, IMMINENT, |d| {
+        let imminent = self.check_list(&self.imminent.list, IMMINENT, |d| {
             if self.ordered_due {
                 // Past deadlines wait here too, handed out in deadline order.
                 assert!(
@@ -42,6 +42,8 @@ impl<T, P> Wheel<T, P> {
                 "imminent entry {d} in a later tick"
             );
         });
+        assert_eq!(imminent, self.imminent.len(), "imminent count");
+        linked += imminent;
         // Staged entries: only on a staging wheel, never due, none before the promised wake.
         let staged = self.check_list(&self.staged, STAGED, |d| {
             assert!(d > self.now, "staged entry {d} due at {}", self.now);

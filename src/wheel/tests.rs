@@ -1756,3 +1756,43 @@ fn next_expiration_skips_imminent_entries_removed() {
     w.assert_invariants();
     assert_eq!(drain(&mut w, 1900), [(1800, 2), (1900, 3)]);
 }
+
+/// An entry moved again and again within the current tick (or, on an ordered-due wheel, to
+/// deadlines already passed) between polls, beside others waiting there, leaves a queue item
+/// behind each time: the queues must stay bounded by the entries waiting, whether the moves
+/// go to new deadlines, back to the same one, or away to a later tick and back.
+#[test]
+fn moves_within_the_current_tick_keep_the_imminent_queues_bounded() {
+    let tick = 1 << 20;
+    for ordered in [false, true] {
+        let mut w = Wheel::with_tick(64, tick);
+        if ordered {
+            w.order_due();
+        }
+        let base = 5 * tick;
+        assert!(w.poll(base + 100).is_none());
+        let first = w.insert(base + 200, 0u64).unwrap();
+        let moved = w.insert(base + 300, 1).unwrap();
+        let past = if ordered { base } else { base + 101 };
+        for i in 0..100_000u64 {
+            let deadline = match i % 4 {
+                0 => base + 400 + i % 1000,
+                1 => base + 400 + i % 1000, // the same again
+                2 => 9 * tick,              // away to a later tick
+                _ => past + i % 50,         // and back (already passed, when ordered)
+            };
+            assert!(w.reschedule(moved, deadline));
+            let (run, heap, _) = w.imminent.sizes();
+            assert!(
+                run + heap <= 200,
+                "ordered {ordered}: {run} + {heap} queue items for 2 entries after {i} moves"
+            );
+        }
+        w.assert_invariants();
+        assert!(w.reschedule(moved, base + 250));
+        let out = drain(&mut w, base + tick - 1);
+        assert_eq!(out, vec![(base + 200, 0), (base + 250, 1)]);
+        assert!(!w.contains(first) && !w.contains(moved));
+        assert_eq!(w.imminent.sizes().0 + w.imminent.sizes().1, 0);
+    }
+}
