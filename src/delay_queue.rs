@@ -255,7 +255,10 @@ impl Drop for Reserved {
 /// A handle to an item of a [`DelayQueue`], returned by the inserts.
 ///
 /// Once its item is removed or has expired, a key never names another item of that queue,
-/// even one stored in the same place. A key means nothing to another queue.
+/// even one stored in the same place. Keys are not told apart between queues, as tokio-util's
+/// are not: a key used with another queue than the one that gave it may name an item of that
+/// queue (one inserted at the same point in its history), which `remove`, `reset` or
+/// `deadline` then act on. Keep each key with its queue.
 ///
 /// # Examples
 ///
