@@ -38,7 +38,8 @@ pub(super) struct Imminent {
 }
 
 /// Stale items the queues may hold beyond as many as there are live ones before a push sweeps
-/// them out: sweeps then cost O(1) amortised per push.
+/// them out: a sweep (a sort of what is left) is paid for by the pushes whose items went
+/// stale, O(log n) amortised per push.
 const SLACK_ITEMS: usize = 64;
 
 impl Imminent {

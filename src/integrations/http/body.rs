@@ -75,7 +75,8 @@ pin_project! {
     ///
     /// If the runtime's default timer shuts down while the body waits, the wait goes on, to
     /// the same deadline, on the runtime's new default timer, and so does a wait after a
-    /// later frame. An explicit timer's shutdown fails a body waiting then with
+    /// later frame (polled then outside any runtime, the wait panics, as a Tokio sleep does
+    /// once its runtime is gone). An explicit timer's shutdown fails a body waiting then with
     /// [`TimeoutError`], and any later wait at once.
     ///
     /// On an explicit timer built with [`max_pending`](crate::Builder::max_pending), a wait
