@@ -30,9 +30,9 @@ pub(crate) struct TokioSleep {
 }
 
 impl TokioSleep {
-    /// A sleep until `deadline` for `shard`'s timer, shut down (or full): on its runtime (entered, so
-    /// this works from a thread outside any runtime too), or, if that runtime has shut down
-    /// too, on the current one.
+    /// A sleep until `deadline` for `shard`'s timer, shut down (or full): on its runtime
+    /// (entered, so this works from a thread outside any runtime too), or, if that runtime has
+    /// shut down too, on the current one.
     ///
     /// # Panics
     ///

@@ -307,8 +307,9 @@ impl Sleep {
     /// On a timer built with [`max_pending`](crate::Builder::max_pending) the `Sleep` keeps its
     /// slot instead: a later deadline moves its entry in the wheel (O(1), one brief lock; a
     /// relink only past the time its wheel slot covers), and a `Sleep` not registered (never
-    /// polled, or completed) takes a slot at once for a deadline not yet passed. If the timer is full then, the next poll panics as a new
-    /// sleep's first poll would; [`try_reset`](Sleep::try_reset) returns the error instead.
+    /// polled, or completed) takes a slot at once for a deadline not yet passed. If the timer
+    /// is full then, the next poll panics as a new sleep's first poll would;
+    /// [`try_reset`](Sleep::try_reset) returns the error instead.
     ///
     /// # Examples
     ///
