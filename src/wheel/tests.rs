@@ -441,6 +441,16 @@ fn emptied_wheel_gives_back_memory() {
     assert_eq!(w.next_expiration(), None);
 }
 
+/// The deadline an operation relative to the wheel's own time names: `now` plus its delta
+/// (`*Near`) or minus its age (`*Past`).
+fn relative_to(op: &Op, now: u64) -> u64 {
+    match *op {
+        Op::InsertNear(delta) | Op::RescheduleNear(_, delta) => now.saturating_add(delta),
+        Op::InsertPast(ago) | Op::ReschedulePast(_, ago) => now.saturating_sub(ago),
+        ref other => unreachable!("not relative to the wheel's time: {other:?}"),
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Insert(u64),
@@ -875,29 +885,15 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                 wheel.take_new_head();
                 armed = wheel.next_expiration().unwrap_or(u64::MAX);
             }
-            Op::InsertNear(delta) => {
-                let deadline = wheel.now().saturating_add(delta);
+            Op::InsertNear(_) | Op::InsertPast(_) => {
+                let deadline = relative_to(&op, wheel.now());
                 let key = wheel.insert(deadline, id).unwrap();
                 model.insert(id, deadline);
                 keys.push((key, id));
             }
-            Op::RescheduleNear(i, delta) if !keys.is_empty() => {
+            Op::RescheduleNear(i, _) | Op::ReschedulePast(i, _) if !keys.is_empty() => {
                 let (key, id) = keys[i % keys.len()];
-                let deadline = wheel.now().saturating_add(delta);
-                assert_eq!(
-                    wheel.reschedule(key, deadline),
-                    model.reschedule(id, deadline)
-                );
-            }
-            Op::InsertPast(ago) => {
-                let deadline = wheel.now().saturating_sub(ago);
-                let key = wheel.insert(deadline, id).unwrap();
-                model.insert(id, deadline);
-                keys.push((key, id));
-            }
-            Op::ReschedulePast(i, ago) if !keys.is_empty() => {
-                let (key, id) = keys[i % keys.len()];
-                let deadline = wheel.now().saturating_sub(ago);
+                let deadline = relative_to(&op, wheel.now());
                 assert_eq!(
                     wheel.reschedule(key, deadline),
                     model.reschedule(id, deadline)
