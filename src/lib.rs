@@ -116,8 +116,9 @@
 //!   next registration or the timer's next pass. A drop never runs a pass or wakes anything.
 //! - **Idle costs nothing**: with no timer pending the timer holds no Tokio sleep once the
 //!   wakeup it had set has come (a cancel, kept cheap, leaves it set: one pass that finds
-//!   nothing, at most, after the last timer goes); an hour-long timer costs a handful of
-//!   wakeups (one per level on its way down).
+//!   nothing, at most, after the last timer goes); a timer alone, an hour away or a
+//!   millisecond, costs one wakeup, at its deadline (its cascades down the levels happen in
+//!   that pass, or in passes other timers make).
 //! - **Horizon.** A timer counts nanoseconds since it was built in a `u64`: deadlines more than
 //!   584 years after that never fire (rather than fire early).
 //!
@@ -141,7 +142,10 @@
 //!   cancel and reschedule are O(1); a later deadline is re-filed lazily (on a timer, only
 //!   within its bucket's slot);
 //! - every non-empty bucket has an item in a min-heap keyed by its expiration, so time jumps
-//!   straight to the next expiring bucket; expired higher-level buckets cascade down;
+//!   straight to the next expiring bucket; expired higher-level buckets cascade down. A bucket
+//!   also keeps the earliest deadline filed into it, and the driver sleeps until the head
+//!   bucket's (or the next bucket's expiration, if sooner): the pass then pops and cascades
+//!   every bucket expired by its time, so a bucket's start costs no wakeup of its own;
 //! - a timer's wheels stage recent entries: a one-shot entry whose deadline is at or after the
 //!   time its shard last told the driver to wake by (the driver is armed no later) joins a
 //!   short list (at most 512, oldest placed first) instead of a bucket, and the next pass
@@ -167,7 +171,7 @@
 //!   and drops them 64 at a time, so a timeout made on one worker and dropped on another
 //!   does not move the count's cache line between them with every timeout.
 //! - **Firing, where Tokio fires its own timers.** A timer owns one Tokio sleep, the alarm, set
-//!   for the earliest bucket of any shard and polled with the timer's own waker, not a task's.
+//!   for the earliest work of any shard and polled with the timer's own waker, not a task's.
 //!   Tokio fires it in a worker's park or maintenance (every 61 polls on a busy worker), and
 //!   the wake runs the firing pass right there: one shard at a time, a bounded batch of due
 //!   entries per lock hold, wakers woken after the lock is released, a panicking waker

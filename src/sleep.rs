@@ -79,7 +79,7 @@ pub fn sleep_wheel(duration: Duration) -> Sleep {
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let deadline = Instant::now() + Duration::from_secs(3600);
-/// sleep_wheel_until(deadline).await; // an hour of virtual time: a handful of wakeups
+/// sleep_wheel_until(deadline).await; // an hour of virtual time: one wakeup
 /// assert!(Instant::now() >= deadline);
 /// # }
 /// ```

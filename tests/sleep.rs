@@ -574,7 +574,7 @@ async fn a_sleep_past_the_horizon_does_not_move_paused_time() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_hour_sleep_costs_a_handful_of_passes() {
+async fn an_hour_sleep_costs_one_pass() {
     let timer = Timer::builder().build().unwrap();
     let start = Instant::now();
     let mut s = task::spawn(timer.sleep(Duration::from_secs(3600)));
@@ -589,16 +589,51 @@ async fn an_hour_sleep_costs_a_handful_of_passes() {
     let elapsed = start.elapsed();
     assert!(elapsed >= Duration::from_secs(3600) && elapsed <= Duration::from_secs(3600) + TICK);
     let m = timer.metrics();
-    assert!(
-        m.passes <= (levels as u64 + 1) + 3 && m.passes <= 8,
-        "{m:?} for {levels} levels"
-    );
+    // One, at its deadline: its bucket, levels up, is cascaded by that same pass.
+    assert_eq!(m.passes, 1, "{m:?} for {levels} levels");
     assert_eq!(m.pending, 0);
 
     // Idle afterwards: no more wakeups.
     let before = timer.metrics().passes;
     step_for(DAY, SHORT_SETTLE_YIELDS).await;
     assert_eq!(timer.metrics().passes, before, "an idle timer woke up");
+}
+
+/// A lone sleep costs the driver one pass, at its deadline, whatever the tick and however far
+/// away: not one at the start of its bucket (a coarse tick's, or a higher level's, which
+/// cascades) and another at the deadline.
+#[tokio::test(start_paused = true)]
+async fn a_lone_sleep_costs_one_pass_whatever_the_tick_and_distance() {
+    for tick_ms in [1, 10, 100] {
+        let timer = Timer::builder()
+            .tick(Duration::from_millis(tick_ms))
+            .build()
+            .unwrap();
+        for (i, ms) in [0u64, 3, 15, 99, 150, 5_000, 3_600_000]
+            .into_iter()
+            .enumerate()
+        {
+            // Phases against the tick's grid and Tokio's millisecond grid.
+            tokio::time::advance(Duration::from_micros(137 * i as u64 + 1)).await;
+            let wait = Duration::from_millis(ms) + Duration::from_micros(250);
+            let before = timer.metrics().passes;
+            let start = Instant::now();
+            timer.sleep(wait).await;
+            let elapsed = start.elapsed();
+            // Tokio's paused clock jumps whole milliseconds from its reading to its next
+            // timer, rounded up: up to 2 ms past a deadline, its own sleeps' too.
+            assert!(
+                elapsed >= wait && elapsed <= wait + 2 * MS,
+                "{elapsed:?} for {wait:?} on a {tick_ms} ms tick, {} passes",
+                timer.metrics().passes - before
+            );
+            assert_eq!(
+                timer.metrics().passes - before,
+                1,
+                "a lone sleep of {wait:?} on a {tick_ms} ms tick"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,13 +1,14 @@
 //! The driver: the runtime glue that fires a timer's wheels on time, from inside Tokio's own
 //! timer processing rather than from a task.
 //!
-//! A timer owns one Tokio sleep, the [alarm](alarm::Alarm), set for the earliest bucket of any
-//! of its shards and polled with the driver's own waker. Tokio fires it where it fires its own
-//! timers: in a worker's park or maintenance (every 61 polls on a busy worker), or in the
-//! current-thread scheduler's equivalent. The wake runs the firing pass right there: it locks
+//! A timer owns one Tokio sleep, the [alarm](alarm::Alarm), set for the earliest work of any
+//! of its shards (the first deadline of its earliest bucket: see `Wheel::next_expiration`)
+//! and polled with the driver's own waker. Tokio fires it where it fires its own timers: in a
+//! worker's park or maintenance (every 61 polls on a busy worker), or in the current-thread
+//! scheduler's equivalent. The wake runs the firing pass right there: it locks
 //! one shard at a time, takes a bounded batch of due entries, releases the lock and wakes them
 //! (collect under the lock, wake after it, as async-io does), then sets the alarm for the next
-//! earliest bucket. No task is scheduled on the way, so a saturated runtime delays our timers
+//! earliest work. No task is scheduled on the way, so a saturated runtime delays our timers
 //! exactly as much as Tokio's own, and a blocked worker holds up only its own tasks. (A driver
 //! task, woken like any other, waited behind every runnable task, twice: once itself, then
 //! again for each task it woke.)

@@ -148,7 +148,7 @@ impl Shard {
     }
 
     /// Files `waker` to be woken at `deadline` (wheel time); arms the driver earlier if this
-    /// created the shard's earliest bucket. `Ok(None)` when the wheel's time has already
+    /// is the shard's earliest work. `Ok(None)` when the wheel's time has already
     /// reached `deadline` (nothing is filed; it is due now).
     pub(super) fn register(&self, deadline: u64, waker: Waker) -> Result<Option<Key>, TimerError> {
         self.register_entry(deadline, waker, false)

@@ -57,12 +57,10 @@ impl Builder {
     /// resolution: on a real clock timers fire within about that of their deadline, plus
     /// scheduling delay.
     ///
-    /// A tick coarser than that millisecond costs wakeups: the driver wakes at the start of
-    /// the tick a timer is due in, to queue that tick's timers by deadline, and again at the
-    /// deadline itself: for a timer alone in its tick, two wakeups where Tokio's own sleep
-    /// takes one. On the default tick, Tokio's own resolution, only a timer due after the
-    /// first of Tokio's millisecond marks within its tick pays it (the two grids are apart by
-    /// however far into a millisecond the timer was built).
+    /// A coarser tick costs no wakeups of its own: the driver wakes when the first timer of
+    /// its earliest bucket is due, not at the bucket's start, and queues the tick's later
+    /// timers by deadline then; a timer alone in its tick (or alone far away, several levels
+    /// up) costs one wakeup, as Tokio's own sleep does.
     pub fn tick(mut self, tick: Duration) -> Self {
         self.tick = tick;
         self

@@ -30,6 +30,21 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         }
     }
 
+    /// When the earliest live bucket first needs a poll: at its first deadline, or at the
+    /// next live bucket's expiration if that comes sooner (every other bucket expires no
+    /// sooner, and none holds a deadline before its expiration). `None` for no bucket. Prunes
+    /// the heap's top, down to that next bucket, as it looks.
+    pub(super) fn bucket_wake(&mut self) -> Option<u64> {
+        self.prune_heap_head();
+        let (expiration, bucket) = self.heap.pop()?;
+        self.prune_heap_head();
+        let next = self.heap.peek().map(|(exp, _)| exp);
+        self.heap.push(expiration, bucket);
+        let (level, slot) = split(bucket);
+        let first = self.levels[level].buckets[slot].first;
+        Some(next.map_or(first, |n| n.min(first)))
+    }
+
     /// Processes a popped heap item: skips it if stale, else steps time to its expiration and
     /// starts moving the bucket's entries to the due list or down a level.
     pub(super) fn start_flush(&mut self, expiration: u64, bucket: u32) {

@@ -96,7 +96,18 @@ impl<T, P> Wheel<T, P> {
                         d >= b.expiration,
                         "entry {d} before its bucket {}",
                         b.expiration
-                    )
+                    );
+                    assert!(
+                        d >= b.first,
+                        "entry {d} before its bucket's first deadline {}",
+                        b.first
+                    );
+                    // The owner wakes for it in time (see `next_expiration` and `link`).
+                    assert!(
+                        d >= self.promise,
+                        "entry {d} before the promised wake {}",
+                        self.promise
+                    );
                 });
                 if n > 0 && self.flushing == Some(id) {
                     assert!(!b.queued, "a flushing bucket left the heap");

@@ -28,6 +28,10 @@ pub(crate) struct Bucket {
     /// Start of the bucket's slot in time units; meaningful while the bucket is non-empty,
     /// queued or being flushed.
     pub(crate) expiration: u64,
+    /// No later than the earliest deadline of its entries: the earliest linked since it was
+    /// last empty (an entry removed or moved later leaves it behind, lower than needed but
+    /// never later). Meaningful while the bucket is non-empty.
+    pub(crate) first: u64,
     /// Whether the bucket heap holds a live item `(expiration, this bucket)`.
     pub(crate) queued: bool,
 }
@@ -50,6 +54,7 @@ impl Level {
                 .map(|_| Bucket {
                     list: List::EMPTY,
                     expiration: 0,
+                    first: u64::MAX,
                     queued: false,
                 })
                 .collect(),

@@ -435,6 +435,21 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         };
         if stays {
             self.entries[idx as usize].deadline = deadline;
+            if !matches!(bucket, DUE | IMMINENT | PARKED | STAGED) {
+                // Moved within its bucket: earlier than the bucket's first deadline, perhaps,
+                // and than the promised wake (see `link`).
+                let (level, slot) = split(bucket);
+                let b = &mut self.levels[level].buckets[slot];
+                // Alone in its bucket, its deadline is the bucket's first, later or not.
+                b.first = if b.list.head == b.list.tail {
+                    deadline
+                } else {
+                    b.first.min(deadline)
+                };
+                if deadline < self.promise {
+                    self.report(deadline);
+                }
+            }
         } else {
             self.unlink(idx);
             // Nothing else waits (everything else parked, or nothing else): as for an insert.
@@ -446,13 +461,19 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         true
     }
 
-    /// The time at which [`poll`](Self::poll) next has work: the earliest live bucket
-    /// expiration or imminent deadline, or the wheel's current time when entries are due or a
-    /// bucket is being flushed. `None` when no entry waits in the wheel (parked ones do not).
+    /// The time at which [`poll`](Self::poll) next has work to hand out: the earliest
+    /// bucket's first deadline (or the next bucket's expiration, if that comes sooner) or
+    /// imminent deadline, or the wheel's current time when entries are due or a bucket is
+    /// being flushed. `None` when no entry waits in the wheel (parked ones do not). A poll at
+    /// that time pops every bucket expired by then, cascading what it holds, so the owner
+    /// wakes once for a lone entry however high its bucket, not at its bucket's start and
+    /// again at its deadline.
     ///
     /// Buckets emptied by removals are dropped from the top of the heap first, and the
     /// imminent queues' items of entries removed or moved since, so the answer never names a
-    /// bucket that holds nothing, nor the deadline of an entry that is gone. Staged entries
+    /// bucket that holds nothing, nor the deadline of an entry that is gone (a bucket's first
+    /// deadline may be that of an entry removed or moved later since: an early wake, never a
+    /// late one). Staged entries
     /// are placed first, and the answer is recorded as the owner's promised wake (see
     /// `stage.rs`): it is the owner's question, asked after a poll, to arm for the answer.
     pub(crate) fn next_expiration(&mut self) -> Option<u64> {
@@ -471,11 +492,10 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         if !self.due.is_empty() || self.flushing.is_some() {
             return Some(self.now);
         }
-        self.prune_heap_head();
-        // Every heap item left now expires at or after the answer, so whoever keeps a wakeup
-        // no later than it counts them all.
+        // Every bucket now holds no deadline before the answer, so whoever keeps a wakeup no
+        // later than it counts them all.
+        let bucket = self.bucket_wake();
         self.unannounced = false;
-        let bucket = self.heap.peek().map(|(exp, _)| exp);
         // Exactly, as for the buckets: an imminent entry removed or moved later leaves its
         // queue item behind, which must not name a time with nothing to hand out.
         let imminent = self.imminent.live_min(&self.entries);
@@ -639,13 +659,20 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             b.expiration = expiration;
             b.queued = true;
         }
+        b.first = if b.list.is_empty() {
+            deadline
+        } else {
+            b.first.min(deadline)
+        };
         b.list.push_back(&mut self.entries, idx, id);
         if new_bucket {
             self.heap.push(expiration, id);
             self.stats.heap_pushes += 1;
         }
-        if news {
-            self.report(expiration);
+        // The owner wakes for a bucket at its first deadline (see `next_expiration`), so an
+        // entry due before the promised wake needs a report even in a bucket already counted.
+        if news || deadline < self.promise {
+            self.report(deadline);
         }
     }
 

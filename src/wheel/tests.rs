@@ -143,8 +143,8 @@ fn a_bucket_that_survived_an_empty_wheel_reports_every_entry_that_joins_it() {
     assert_eq!(wheel.next_expiration(), None);
     wheel.insert(35, 2).unwrap(); // level 2, expiring at 32
     wheel.insert(17, 3).unwrap(); // the survivor, expiring at 16
-    assert_eq!(wheel.take_new_head(), Some(16));
-    assert_eq!(wheel.next_expiration(), Some(16));
+    assert_eq!(wheel.take_new_head(), Some(17));
+    assert_eq!(wheel.next_expiration(), Some(17), "its first deadline");
     // Once an answer has counted every heap item, joining a bucket reports nothing.
     wheel.insert(18, 4).unwrap();
     assert_eq!(wheel.take_new_head(), None);
@@ -206,8 +206,8 @@ fn new_head_is_reported_when_it_can_move_the_next_expiration() {
     let a = w.insert(6000, 1).unwrap();
     assert_eq!(
         w.take_new_head(),
-        Some(4096),
-        "first bucket, at its expiration"
+        Some(6000),
+        "first bucket, at its first deadline"
     );
     let b = w.insert(6001, 2).unwrap();
     assert_eq!(
@@ -225,10 +225,10 @@ fn new_head_is_reported_when_it_can_move_the_next_expiration() {
     w.insert(6002, 4).unwrap();
     assert_eq!(
         w.take_new_head(),
-        Some(4096),
+        Some(6002),
         "the first entry of an empty wheel"
     );
-    assert_eq!(w.next_expiration(), Some(4096));
+    assert_eq!(w.next_expiration(), Some(6002));
     w.insert(1, 5).unwrap();
     assert_eq!(w.take_new_head(), Some(10), "a due entry, due now");
     // Two new heads between calls: the earlier is reported.
@@ -236,6 +236,82 @@ fn new_head_is_reported_when_it_can_move_the_next_expiration() {
     w.insert(20, 7).unwrap();
     assert_eq!(w.take_new_head(), Some(20));
     w.assert_invariants();
+}
+
+/// An owner that polls at each `next_expiration` answer, as a driver does: the answers it
+/// polled at, and what each poll handed out.
+fn drive(wheel: &mut Wheel<u64>) -> Vec<(u64, Vec<(u64, u64)>)> {
+    let mut polls = Vec::new();
+    while let Some(t) = wheel.next_expiration() {
+        polls.push((t, drain(wheel, t)));
+    }
+    polls
+}
+
+/// A lone entry costs its owner one wake, at its deadline: not one at its bucket's start (a
+/// coarse tick's, or a higher level's for a cascade) and another at the deadline.
+#[test]
+fn a_lone_entry_is_polled_for_once_at_its_deadline() {
+    // Within a coarse tick: its bucket starts at 10.
+    let mut w = Wheel::with_tick(64, 10);
+    w.insert(18, 1).unwrap();
+    assert_eq!(w.take_new_head(), Some(18));
+    assert_eq!(drive(&mut w), [(18, vec![(18, 1)])]);
+    // Two levels up: its bucket starts at 4096, the cascade happens in the same poll.
+    let mut w = Wheel::new(64);
+    w.insert(6000, 2).unwrap();
+    assert_eq!(drive(&mut w), [(6000, vec![(6000, 2)])]);
+    // Several entries: one poll per deadline, none at a bucket's start.
+    let mut w = Wheel::with_tick(64, 10);
+    for (d, v) in [(15, 1), (37, 2), (700, 3), (705, 4), (50_000, 5)] {
+        w.insert(d, v).unwrap();
+    }
+    let polled: Vec<u64> = drive(&mut w).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(polled, [15, 37, 700, 705, 50_000]);
+}
+
+/// The answer never passes the next bucket's expiration, whose first deadline it does not
+/// know: a bucket of a lower level can start inside a higher one's slot and hold an earlier
+/// deadline than that one's first.
+#[test]
+fn the_next_buckets_expiration_bounds_the_wake() {
+    let mut w = Wheel::with_tick(4, 10);
+    w.insert(100, 1).unwrap(); // level 1 (the slot of 80..120), first deadline 100
+    assert_eq!(w.next_expiration(), Some(100));
+    assert!(drain(&mut w, 50).is_empty()); // the level-0 window is now 50..90
+    w.insert(85, 2).unwrap(); // level 0, the bucket of 80..90
+    assert_eq!(w.take_new_head(), Some(85));
+    // Two buckets expiring at 80: the wake names that (both firsts lie after it).
+    assert_eq!(w.next_expiration(), Some(80));
+    assert_eq!(
+        drive(&mut w),
+        [(80, vec![]), (85, vec![(85, 2)]), (100, vec![(100, 1)])]
+    );
+}
+
+/// An entry filed before the promised wake reports it, even into a bucket already counted,
+/// and so does one moved earlier within its bucket.
+#[test]
+fn an_entry_before_the_promise_reports_even_in_a_counted_bucket() {
+    let mut w = Wheel::new(64);
+    let a = w.insert(100, 1).unwrap(); // level 1, the bucket of 64..128
+    assert_eq!(w.next_expiration(), Some(100));
+    w.insert(80, 2).unwrap(); // the same bucket
+    assert_eq!(w.take_new_head(), Some(80));
+    w.insert(90, 3).unwrap(); // the same bucket, after the promise: nothing to report
+    assert_eq!(w.take_new_head(), None);
+    assert_eq!(w.next_expiration(), Some(80));
+    assert!(w.reschedule(a, 70)); // stays in its bucket (lazily), but earlier than 80
+    assert_eq!(w.take_new_head(), Some(70));
+    assert_eq!(w.next_expiration(), Some(70));
+    assert_eq!(
+        drive(&mut w),
+        [
+            (70, vec![(70, 1)]),
+            (80, vec![(80, 2)]),
+            (90, vec![(90, 3)])
+        ]
+    );
 }
 
 #[test]
@@ -271,13 +347,19 @@ fn reschedule_later_is_lazy_within_its_bucket_and_fires_at_the_new_deadline() {
         pushes,
         "no relink for a later deadline in the same bucket"
     );
-    assert_eq!(w.next_expiration(), Some(64));
+    // Alone in its bucket, it moves the bucket's first deadline with it.
+    assert_eq!(w.next_expiration(), Some(120));
+    let other = w.insert(110, 2).unwrap();
+    assert!(w.reschedule(key, 125));
+    assert!(w.remove(other).is_some());
+    // Not alone, it leaves the first deadline behind (110, gone since): early, never late.
+    assert_eq!(w.next_expiration(), Some(110));
     assert!(w.reschedule(key, 10_000));
     assert_eq!(w.deadline(key), Some(10_000));
     w.assert_invariants();
     assert_eq!(
         w.next_expiration(),
-        Some(8192),
+        Some(10_000),
         "the old bucket is left empty, not waited for"
     );
     assert!(drain(&mut w, 9_999).is_empty());
@@ -927,14 +1009,9 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
         }
         // The wheel's own record of the promised wake, which staging relies on.
         assert_eq!(wheel.promise, armed, "the promised wake");
-        // Read without `next_expiration`, which prunes the heap: the driver asks only after a
-        // pass, so a check that asked after every operation would tidy up what it checks.
-        // (An entry filed already past, on a wheel that orders due entries, is due now.)
-        let due_now = |n: u64| match mode {
-            Mode::OrderedDue => n.max(wheel.now()),
-            _ => n,
-        };
-        if let Some(next) = exact_next_expiration(&wheel).map(due_now) {
+        // The driver wakes by the time the first waiting entry is due (one filed already
+        // past is due at once, at the wheel's time).
+        if let Some(next) = model.earliest().map(|d| d.max(wheel.now())) {
             assert!(
                 armed <= next,
                 "a driver armed for {armed} would miss {next}"
@@ -950,7 +1027,8 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
 }
 
 /// What `next_expiration` would answer, read without pruning the heap: the earliest bucket
-/// that holds entries, imminent entry's deadline, or the wheel's time when entries are due.
+/// that holds entries (as `bucket_wake` reads it), imminent entry's deadline, or the wheel's
+/// time when entries are due.
 fn exact_next_expiration<P: Persistence<u64>>(wheel: &Wheel<u64, P>) -> Option<u64> {
     if wheel.entries.len() == wheel.parked_len {
         return None;
@@ -958,18 +1036,21 @@ fn exact_next_expiration<P: Persistence<u64>>(wheel: &Wheel<u64, P>) -> Option<u
     if !wheel.due.is_empty() || wheel.flushing.is_some() {
         return Some(wheel.now);
     }
-    let bucket = wheel
+    // The earliest live bucket's first deadline, or the next live bucket's expiration if
+    // sooner (with two buckets of the earliest expiration, that expiration).
+    let mut live: Vec<(u64, u64)> = wheel
         .heap
         .iter()
-        .filter(|&(exp, id)| {
+        .filter_map(|(exp, id)| {
             let (level, slot) = split(id);
-            wheel.levels.get(level).is_some_and(|l| {
-                let b = &l.buckets[slot];
-                b.queued && b.expiration == exp && !b.list.is_empty()
-            })
+            let b = &wheel.levels.get(level)?.buckets[slot];
+            (b.queued && b.expiration == exp && !b.list.is_empty()).then_some((exp, b.first))
         })
-        .map(|(exp, _)| exp)
-        .min();
+        .collect();
+    live.sort_unstable();
+    let bucket = live
+        .first()
+        .map(|&(_, first)| live.get(1).map_or(first, |&(exp, _)| exp.min(first)));
     let mut staged = None::<u64>;
     let mut idx = wheel.staged.head;
     while idx != NIL {

@@ -8,9 +8,9 @@
 //! `tokio::time::sleep`. pingora's clock thread, once started by an earlier workload, wakes every
 //! 10 ms for the rest of the process: hence the CPU of the runtime's threads alone.
 //!
-//! The paused-time check that a one-hour sleep costs a handful of firing passes (one per wheel
-//! level on its way down), not one per tick, is a test, not a benchmark: `tests/sleep.rs`,
-//! `an_hour_sleep_costs_a_handful_of_passes` (paused time needs Tokio's `test-util`,
+//! The paused-time check that a one-hour sleep costs one firing pass, not one per tick nor one
+//! per wheel level on its way down, is a test, not a benchmark: `tests/sleep.rs`,
+//! `an_hour_sleep_costs_one_pass` (paused time needs Tokio's `test-util`,
 //! which this suite must not enable).
 
 use std::future::Future;
