@@ -50,6 +50,7 @@ pub(crate) mod fire_load;
 pub(crate) mod hyper_idle;
 pub(crate) mod idle;
 pub(crate) mod interval;
+pub(crate) mod lone;
 pub(crate) mod memory;
 pub(crate) mod repoll;
 pub(crate) mod reset;
@@ -72,6 +73,7 @@ pub(crate) const ALL: &[Workload] = &[
     memory::WORKLOAD,
     delayed::WORKLOAD,
     idle::WORKLOAD,
+    lone::WORKLOAD,
     interval::WORKLOAD,
     delay_queue::WORKLOAD,
     hyper_idle::WORKLOAD,
