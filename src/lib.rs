@@ -143,8 +143,8 @@
 //!   within its bucket's slot);
 //! - every non-empty bucket has an item in a min-heap keyed by its expiration, so time jumps
 //!   straight to the next expiring bucket; expired higher-level buckets cascade down. A bucket
-//!   also keeps the earliest deadline filed into it, and the driver sleeps until the head
-//!   bucket's (or the next bucket's expiration, if sooner): the pass then pops and cascades
+//!   also keeps the earliest deadline filed into it, and the driver sleeps until the earliest
+//!   of those among the buckets that start before it: the pass then pops and cascades
 //!   every bucket expired by its time, so a bucket's start costs no wakeup of its own;
 //! - a timer's wheels stage recent entries: a one-shot entry whose deadline is at or after the
 //!   time its shard last told the driver to wake by (the driver is armed no later) joins a
@@ -175,7 +175,7 @@
 //!   Tokio fires it in a worker's park or maintenance (every 61 polls on a busy worker), and
 //!   the wake runs the firing pass right there: one shard at a time, a bounded batch of due
 //!   entries per lock hold, wakers woken after the lock is released, a panicking waker
-//!   caught; then the alarm is set for the next earliest bucket. No task is scheduled on the
+//!   caught; then the alarm is set for the next earliest work. No task is scheduled on the
 //!   way, so under load our timers wait as long as Tokio's own (a driver task would wait
 //!   behind every runnable task, and the tasks it wakes would wait again), and a blocked
 //!   worker holds up only its own tasks. Because the alarm is a Tokio timer, paused time and

@@ -1863,3 +1863,35 @@ async fn a_sleep_reset_to_a_passed_deadline_is_not_elapsed_until_polled_bounded_
         }
     }
 }
+
+/// Sleeps on a coarse tick whose buckets start at the same time (a far one in a level-1
+/// bucket, a near one filed later into the level-0 bucket of that bucket's first tick): once a
+/// pass has asked for the next wake with both filed, still one pass each, at its deadline,
+/// none at the shared bucket start, where nothing is due.
+#[tokio::test(start_paused = true)]
+async fn sleeps_whose_buckets_start_together_cost_no_pass_at_that_start() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let origin = Instant::now();
+    // A pass at 15 ms moves the wheel's time into its second tick.
+    timer.sleep(Duration::from_millis(15)).await;
+    let before = timer.metrics().passes;
+    let at = |ms| origin + Duration::from_millis(ms);
+    // Level 1, the bucket of 640..1280 ms; level 0, the bucket of 640..650 ms; and one whose
+    // pass asks for the next wake with those two filed.
+    let mut far = task::spawn(timer.sleep_until(at(1000)));
+    let mut near = task::spawn(timer.sleep_until(at(645)));
+    assert_pending!(far.poll());
+    assert_pending!(near.poll());
+    timer.sleep_until(at(300)).await;
+    near.await;
+    assert!(origin.elapsed() >= Duration::from_millis(645));
+    far.await;
+    assert_eq!(
+        timer.metrics().passes - before,
+        3,
+        "one pass per sleep (at 300, 645 and 1000 ms), none at 640 ms"
+    );
+}

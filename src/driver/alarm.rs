@@ -1,4 +1,4 @@
-//! The alarm: the one Tokio sleep that wakes a timer's driver at its earliest bucket.
+//! The alarm: the one Tokio sleep that wakes a timer's driver for its earliest work.
 //!
 //! It is polled with the driver's own waker, not a task's: when Tokio's time driver fires it
 //! (in a worker's park or maintenance, where Tokio fires its own timers), the wake runs the

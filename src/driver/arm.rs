@@ -1,10 +1,10 @@
 //! The arming protocol: which wheel time the driver's Tokio sleep must be set for, and who
 //! runs the driver's work (a firing pass, re-arming) when several threads ask at once.
 //!
-//! Wakeups stay rare. A registration asks for work only when it creates a bucket earlier than
+//! Wakeups stay rare. A registration asks for work only when it files work due earlier than
 //! the time the driver is armed for ([`Arm::lower`]); a pass first sets that time to
 //! "unarmed" (`u64::MAX`), so every registration racing with the pass asks, then lowers it to
-//! the earliest bucket it found ([`Arm::commit`]). Both sides only ever lower it within a
+//! the earliest work it found ([`Arm::commit`]). Both sides only ever lower it within a
 //! pass, so neither can overwrite an earlier time the other published. (The pass may thereby
 //! keep a time it has already handled: one spurious pass, never a lost wakeup.)
 //!

@@ -14,8 +14,8 @@
 //! each model runs once on real threads, so plain `cargo test` exercises them too.
 //!
 //! The property most models check is the quiescent one: once every thread is done, if any
-//! entry is pending, the alarm is set (and has not fired) no later than the earliest bucket of
-//! any shard, so no registration is ever left waiting without a wakeup. (It may be set
+//! entry is pending, the alarm is set (and has not fired) no later than the earliest work of
+//! any shard (its `next_expiration`), so no registration is ever left waiting without a wakeup. (It may be set
 //! earlier: a registration racing with a pass can leave a time the pass already handled,
 //! which costs one spurious pass.)
 

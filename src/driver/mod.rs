@@ -2,7 +2,7 @@
 //! timer processing rather than from a task.
 //!
 //! A timer owns one Tokio sleep, the [alarm](alarm::Alarm), set for the earliest work of any
-//! of its shards (the first deadline of its earliest bucket: see `Wheel::next_expiration`)
+//! of its shards (the earliest first deadline of its buckets: see `Wheel::next_expiration`)
 //! and polled with the driver's own waker. Tokio fires it where it fires its own timers: in a
 //! worker's park or maintenance (every 61 polls on a busy worker), or in the current-thread
 //! scheduler's equivalent. The wake runs the firing pass right there: it locks

@@ -6,6 +6,10 @@ use super::level::split;
 use super::persist::Persistence;
 use super::{Wheel, KEPT_LEVELS};
 
+/// The most buckets [`Wheel::bucket_wake`] looks at: a lower level's bucket can start within
+/// (or with) a higher one's slot and hold an earlier first deadline.
+pub(super) const WAKE_LOOKS: usize = 4;
+
 impl<T, P: Persistence<T>> Wheel<T, P> {
     /// Drops heap items at the top whose bucket is stale or was emptied by removals, so the
     /// head names a bucket that holds entries.
@@ -30,19 +34,37 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         }
     }
 
-    /// When the earliest live bucket first needs a poll: at its first deadline, or at the
-    /// next live bucket's expiration if that comes sooner (every other bucket expires no
-    /// sooner, and none holds a deadline before its expiration). `None` for no bucket. Prunes
-    /// the heap's top, down to that next bucket, as it looks.
+    /// When the earliest live buckets first need a poll: the earliest first deadline of the
+    /// buckets that expire before it, looked at in expiration order (up to [`WAKE_LOOKS`] of
+    /// them; past that, the expiration of the next one). Every bucket not looked at expires
+    /// no sooner than the answer, and none holds a deadline before its expiration. `None` for
+    /// no bucket. Prunes the heap's top, down to the buckets looked at, as it looks.
     pub(super) fn bucket_wake(&mut self) -> Option<u64> {
-        self.prune_heap_head();
-        let (expiration, bucket) = self.heap.pop()?;
-        self.prune_heap_head();
-        let next = self.heap.peek().map(|(exp, _)| exp);
-        self.heap.push(expiration, bucket);
-        let (level, slot) = split(bucket);
-        let first = self.levels[level].buckets[slot].first;
-        Some(next.map_or(first, |n| n.min(first)))
+        let mut looked = [(0, 0); WAKE_LOOKS];
+        let mut n = 0;
+        let mut wake = u64::MAX;
+        loop {
+            self.prune_heap_head();
+            let Some((expiration, bucket)) = self.heap.peek() else {
+                break;
+            };
+            if expiration >= wake {
+                break; // this bucket and every later one hold nothing before `wake`
+            }
+            if n == WAKE_LOOKS {
+                wake = expiration; // its first deadline unknown: its start bounds the wake
+                break;
+            }
+            self.heap.pop();
+            looked[n] = (expiration, bucket);
+            n += 1;
+            let (level, slot) = split(bucket);
+            wake = wake.min(self.levels[level].buckets[slot].first);
+        }
+        for &(expiration, bucket) in &looked[..n] {
+            self.heap.push(expiration, bucket);
+        }
+        (n > 0).then_some(wake)
     }
 
     /// Processes a popped heap item: skips it if stale, else steps time to its expiration and

@@ -29,8 +29,8 @@ pub(crate) struct Bucket {
     /// queued or being flushed.
     pub(crate) expiration: u64,
     /// No later than the earliest deadline of its entries: the earliest linked since it was
-    /// last empty (an entry removed or moved later leaves it behind, lower than needed but
-    /// never later). Meaningful while the bucket is non-empty.
+    /// last empty (an entry removed, or moved later while not alone in the bucket, leaves it
+    /// behind, lower than needed but never later). Meaningful while the bucket is non-empty.
     pub(crate) first: u64,
     /// Whether the bucket heap holds a live item `(expiration, this bucket)`.
     pub(crate) queued: bool,

@@ -58,7 +58,7 @@ pub(crate) use self::step::{Expired, Full, Stats, Step};
 /// The slab is shrunk when the wheel empties and holds more than this many vacant slots.
 /// Levels kept, once allocated, when they empty: up to 64^3 ticks at the default geometry
 /// (about 4.4 minutes at 1 ms), the span of the common heartbeats and timeouts. A level of 64
-/// buckets is about 1.5 KB.
+/// buckets is about 2 KB.
 const KEPT_LEVELS: usize = 3;
 
 const SHRINK_THRESHOLD: usize = 4096;
@@ -96,7 +96,8 @@ pub(crate) struct Wheel<T, P = OneShot> {
     next_generation: u64,
     /// The earliest time at which work linked since the last `take_new_head` needs a wake,
     /// when that work is new to anyone who last asked for the next expiration: a bucket pushed
-    /// to the heap, a due entry, a new imminent minimum, or anything joining an empty wheel.
+    /// to the heap, a due entry, a new imminent minimum, anything joining an empty wheel, or
+    /// an entry filed (or moved within its bucket) before the promised wake.
     new_head: Option<u64>,
     /// The next link is the first entry of an empty wheel (it reports its wake time whatever
     /// it joins).
@@ -319,10 +320,11 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// [`next_expiration`](Self::next_expiration) earlier than it was when last asked (it
     /// created a bucket, a due entry, a new imminent minimum, or the first entry of an empty
     /// wheel), the earliest time that new work needs a wake at. Joining a bucket whose heap
-    /// item was already counted reports nothing: one that holds entries, or one emptied by
-    /// removals while the wheel kept waiting entries or after a `next_expiration` answer. Whoever keeps a
-    /// wakeup no later than every reported time (and every answer of `next_expiration`) never
-    /// misses an entry. On a staging wheel the report must reach that wakeup before any other
+    /// item was already counted (one that holds entries, or one emptied by removals while the
+    /// wheel kept waiting entries or after a `next_expiration` answer) reports only a deadline
+    /// before the promised wake, as does a move within a bucket. Whoever keeps a wakeup no
+    /// later than every reported time (and every answer of `next_expiration`) never misses an
+    /// entry. On a staging wheel the report must reach that wakeup before any other
     /// thread sees the wheel: later entries may be staged on it (see `stage.rs`).
     pub(crate) fn take_new_head(&mut self) -> Option<u64> {
         self.new_head.take()
@@ -461,10 +463,10 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         true
     }
 
-    /// The time at which [`poll`](Self::poll) next has work to hand out: the earliest
-    /// bucket's first deadline (or the next bucket's expiration, if that comes sooner) or
-    /// imminent deadline, or the wheel's current time when entries are due or a bucket is
-    /// being flushed. `None` when no entry waits in the wheel (parked ones do not). A poll at
+    /// The time at which [`poll`](Self::poll) next has work to hand out: the earliest first
+    /// deadline of the buckets that expire before it (see `bucket_wake`) or imminent
+    /// deadline, or the wheel's current time when entries are due or a bucket is being
+    /// flushed. `None` when no entry waits in the wheel (parked ones do not). A poll at
     /// that time pops every bucket expired by then, cascading what it holds, so the owner
     /// wakes once for a lone entry however high its bucket, not at its bucket's start and
     /// again at its deadline.

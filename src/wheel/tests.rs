@@ -270,23 +270,46 @@ fn a_lone_entry_is_polled_for_once_at_its_deadline() {
     assert_eq!(polled, [15, 37, 700, 705, 50_000]);
 }
 
-/// The answer never passes the next bucket's expiration, whose first deadline it does not
-/// know: a bucket of a lower level can start inside a higher one's slot and hold an earlier
-/// deadline than that one's first.
+/// A bucket of a lower level can start with a higher one's slot, or inside it, and hold an
+/// earlier first deadline than that one's: the wake is the earliest first deadline of the
+/// buckets that start before it (never later, which would miss it; nor at a bucket's start
+/// where nothing is due, which costs a pass for nothing).
 #[test]
-fn the_next_buckets_expiration_bounds_the_wake() {
+fn the_wake_is_the_first_deadline_of_buckets_starting_before_it() {
+    // Starting together: level 1 (80..120), and level 0 (80..90), filed later.
     let mut w = Wheel::with_tick(4, 10);
     w.insert(100, 1).unwrap(); // level 1 (the slot of 80..120), first deadline 100
     assert_eq!(w.next_expiration(), Some(100));
     assert!(drain(&mut w, 50).is_empty()); // the level-0 window is now 50..90
     w.insert(85, 2).unwrap(); // level 0, the bucket of 80..90
     assert_eq!(w.take_new_head(), Some(85));
-    // Two buckets expiring at 80: the wake names that (both firsts lie after it).
-    assert_eq!(w.next_expiration(), Some(80));
     assert_eq!(
-        drive(&mut w),
-        [(80, vec![]), (85, vec![(85, 2)]), (100, vec![(100, 1)])]
+        w.next_expiration(),
+        Some(85),
+        "not 80, where nothing is due"
     );
+    assert_eq!(drive(&mut w), [(85, vec![(85, 2)]), (100, vec![(100, 1)])]);
+    // Starting inside it: level 1 (80..120), and level 0 (90..100), filed later.
+    let mut w = Wheel::with_tick(4, 10);
+    w.insert(110, 1).unwrap();
+    assert!(drain(&mut w, 60).is_empty()); // the level-0 window is now 60..100
+    w.insert(95, 2).unwrap();
+    assert_eq!(
+        w.next_expiration(),
+        Some(95),
+        "neither 110 (late) nor 90 (empty)"
+    );
+    assert_eq!(drive(&mut w), [(95, vec![(95, 2)]), (110, vec![(110, 1)])]);
+    // Past the buckets it looks at, the next one's start bounds the wake: lone entries moved
+    // lazily far later (a plain wheel), each alone in a level-1 bucket.
+    let mut w = Wheel::new(64);
+    let keys: Vec<_> = (1..=6).map(|i| w.insert(64 * i, i).unwrap()).collect();
+    for &k in &keys {
+        assert!(w.reschedule(k, 100_000));
+    }
+    let fifth = 64 * (super::flush::WAKE_LOOKS as u64 + 1);
+    assert_eq!(w.next_expiration(), Some(fifth));
+    w.assert_invariants();
 }
 
 /// An entry filed before the promised wake reports it, even into a bucket already counted,
@@ -1048,9 +1071,20 @@ fn exact_next_expiration<P: Persistence<u64>>(wheel: &Wheel<u64, P>) -> Option<u
         })
         .collect();
     live.sort_unstable();
-    let bucket = live
-        .first()
-        .map(|&(_, first)| live.get(1).map_or(first, |&(exp, _)| exp.min(first)));
+    // As `bucket_wake` looks: in expiration order, while a bucket expires before the best.
+    let mut wake = None::<u64>;
+    for (i, &(exp, first)) in live.iter().enumerate() {
+        let best = wake.unwrap_or(u64::MAX);
+        if exp >= best {
+            break;
+        }
+        if i == super::flush::WAKE_LOOKS {
+            wake = Some(exp);
+            break;
+        }
+        wake = Some(best.min(first));
+    }
+    let bucket = wake;
     let mut staged = None::<u64>;
     let mut idx = wheel.staged.head;
     while idx != NIL {
