@@ -237,8 +237,10 @@ impl Sleep {
     /// [`max_pending`](crate::Builder::max_pending), reset to a deadline already passed), or
     /// made by [`try_sleep_until`](crate::Timer::try_sleep_until) for one, on a running timer
     /// or a shut-down one alike; it is checked on its next poll. (A `Sleep` waiting in the wheel
-    /// and reset to a deadline already passed on a running timer completes at once, as Tokio's
-    /// does: `true`.) A poll that
+    /// and reset to an earlier deadline already passed on a running timer completes at once, as
+    /// Tokio's does: `true`. Reset to a later one, passed already but not yet reached by a
+    /// firing pass, it stays filed at its old deadline and answers `false` until the pass due
+    /// by then completes it, as Tokio's extends lazily.) A poll that
     /// finds it due but the task out of its cooperative budget answers `Pending` (the task is
     /// woken to poll again), yet leaves it elapsed: `is_elapsed` is then `true`, and the next
     /// poll completes.
