@@ -208,7 +208,10 @@ where
     /// the wheel only if the response is not ready on its first poll.
     ///
     /// On a timer built with [`max_pending`](crate::Builder::max_pending) the call takes its
-    /// slot now instead (even a response ready at once holds one until then); if the timer is
+    /// slot now instead (even a response ready at once holds one until then), before the inner
+    /// service's `call` runs, so the limit counts from then: time the inner `call` spends
+    /// before returning its future comes out of the limit (without `max_pending`, as in
+    /// tower's, the limit counts from its return); if the timer is
     /// full, the inner service is not called and the returned future fails at once with
     /// [`TimerError::Full`], rather than panicking when polled.
     ///

@@ -121,7 +121,9 @@ impl<S> Layer<S> for GrpcTimeoutLayer {
 /// [`Deadline::current`]; when it passes, the handler's future is dropped and the client gets
 /// a trailers-only `DEADLINE_EXCEEDED`: HTTP 200, `content-type: application/grpc`,
 /// `grpc-status: 4`, `grpc-message: Deadline exceeded`. A response that is ready in time goes
-/// out as it is (its body is not timed).
+/// out as it is (its body is not timed). The deadline counts from the request's arrival at
+/// this layer, before the inner service's `call` runs (the handler and the calls it makes
+/// need it then); tonic's own server timeout counts from that `call`'s return.
 ///
 /// On an explicit timer built with [`max_pending`](crate::Builder::max_pending) that is full,
 /// a call with a deadline takes no timer: the handler is not called, and the client gets a
