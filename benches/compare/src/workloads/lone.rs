@@ -155,20 +155,15 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         &rows,
     );
     for (dur, f) in DURATIONS.iter().zip(&parks) {
-        summary.add(
-            &format!("wakeups (parks) per lone {dur:?} sleep"),
-            "tokio::time::sleep",
-            [f[0][0], f[2][0]],
-            false,
-            |x| format!("{x:.2}"),
-        );
-        summary.add(
-            &format!("wakeups (parks) per lone {dur:?} sleep, ours on a 10 ms tick"),
-            "tokio::time::sleep",
-            [f[1][0], f[2][0]],
-            false,
-            |x| format!("{x:.2}"),
-        );
+        for (ours, tick) in [(0, ""), (1, ", ours on a 10 ms tick")] {
+            summary.add(
+                &format!("wakeups (parks) per lone {dur:?} sleep{tick}"),
+                "tokio::time::sleep",
+                [f[ours][0], f[2][0]],
+                false,
+                |x| format!("{x:.2}"),
+            );
+        }
     }
     let early: f64 = parks.iter().flatten().map(|f| f[4]).sum();
     if early > 0.0 {
