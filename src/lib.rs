@@ -117,8 +117,9 @@
 //! - **Idle costs nothing**: with no timer pending the timer holds no Tokio sleep once the
 //!   wakeup it had set has come (a cancel, kept cheap, leaves it set: one pass that finds
 //!   nothing, at most, after the last timer goes); a timer alone, an hour away or a
-//!   millisecond, costs one wakeup, at its deadline (its cascades down the levels happen in
-//!   that pass, or in passes other timers make).
+//!   millisecond, costs one firing pass, at its deadline (its cascades down the levels happen
+//!   in that pass, or in passes other timers make), and wakes the runtime as often as Tokio's
+//!   own sleep (the alarm is a Tokio sleep, which Tokio's wheel cascades as its own).
 //! - **Horizon.** A timer counts nanoseconds since it was built in a `u64`: deadlines more than
 //!   584 years after that never fire (rather than fire early).
 //!
