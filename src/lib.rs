@@ -146,7 +146,9 @@
 //!   straight to the next expiring bucket; expired higher-level buckets cascade down. A bucket
 //!   also keeps the earliest deadline filed into it, and the driver sleeps until the earliest
 //!   of those among the buckets that start before it: the pass then pops and cascades
-//!   every bucket expired by its time, so a bucket's start costs no wakeup of its own;
+//!   every bucket expired by its time, so a bucket's start costs no wakeup of its own (past
+//!   four buckets that start before it, the next one's start bounds the wake; a timer
+//!   removed beside others may leave its deadline as an early wake);
 //! - a timer's wheels stage recent entries: a one-shot entry whose deadline is at or after the
 //!   time its shard last told the driver to wake by (the driver is armed no later) joins a
 //!   short list (at most 512, oldest placed first) instead of a bucket, and the next pass

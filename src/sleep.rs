@@ -79,7 +79,7 @@ pub fn sleep_wheel(duration: Duration) -> Sleep {
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let deadline = Instant::now() + Duration::from_secs(3600);
-/// sleep_wheel_until(deadline).await; // an hour of virtual time: one wakeup
+/// sleep_wheel_until(deadline).await; // an hour of virtual time: one firing pass
 /// assert!(Instant::now() >= deadline);
 /// # }
 /// ```
@@ -239,8 +239,9 @@ impl Sleep {
     /// or a shut-down one alike; it is checked on its next poll. (A `Sleep` waiting in the wheel
     /// and reset to an earlier deadline already passed on a running timer completes at once, as
     /// Tokio's does: `true`. Reset to a later one, passed already but not yet reached by a
-    /// firing pass, it stays filed at its old deadline and answers `false` until the pass due
-    /// by then completes it, as Tokio's extends lazily.) A poll that
+    /// firing pass, on a timer without `max_pending`, it stays filed at its old deadline and
+    /// answers `false` until the pass due by then completes it, as Tokio's extends lazily; with
+    /// `max_pending` it completes at once: `true`.) A poll that
     /// finds it due but the task out of its cooperative budget answers `Pending` (the task is
     /// woken to poll again), yet leaves it elapsed: `is_elapsed` is then `true`, and the next
     /// poll completes.

@@ -15,9 +15,9 @@
 //!
 //! The property most models check is the quiescent one: once every thread is done, if any
 //! entry is pending, the alarm is set (and has not fired) no later than the earliest work of
-//! any shard (its `next_expiration`), so no registration is ever left waiting without a wakeup. (It may be set
-//! earlier: a registration racing with a pass can leave a time the pass already handled,
-//! which costs one spurious pass.)
+//! any shard (its `next_expiration`), so no registration is ever left waiting without a
+//! wakeup. (It may be set earlier: a registration racing with a pass can leave a time the
+//! pass already handled, which costs one spurious pass.)
 
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;

@@ -60,7 +60,9 @@ impl Builder {
     /// A coarser tick costs no wakeups of its own: the driver wakes when the first timer of
     /// its earliest bucket is due, not at the bucket's start, and queues the tick's later
     /// timers by deadline then; a timer alone in its tick (or alone far away, several levels
-    /// up) costs one firing pass, and the runtime as many wakeups as Tokio's own sleep.
+    /// up) costs one firing pass, and the runtime as many wakeups as Tokio's own sleep. (A
+    /// bucket keeps its earliest deadline as a lower bound: a timer cancelled, or moved later,
+    /// beside others in its bucket may leave one pass at its old deadline.)
     pub fn tick(mut self, tick: Duration) -> Self {
         self.tick = tick;
         self

@@ -104,7 +104,7 @@ pub(crate) struct Wheel<T, P = OneShot> {
     first_entry: bool,
     /// Since the wheel last had nothing waiting, no `next_expiration` has pruned the heap: a
     /// bucket emptied by removals may still hold its heap item from before, which no one
-    /// counts any more, so the first entry linked into it reports the bucket's expiration.
+    /// counts any more, so the first entry linked into it reports its deadline.
     unannounced: bool,
     /// What a persistent entry hands out when it fires (see [`Persistence`]).
     persistence: PhantomData<fn() -> P>,
@@ -473,11 +473,11 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     ///
     /// Buckets emptied by removals are dropped from the top of the heap first, and the
     /// imminent queues' items of entries removed or moved since, so the answer never names a
-    /// bucket that holds nothing, nor the deadline of an entry that is gone (a bucket's first
-    /// deadline may be that of an entry removed or moved later since: an early wake, never a
-    /// late one). Staged entries
-    /// are placed first, and the answer is recorded as the owner's promised wake (see
-    /// `stage.rs`): it is the owner's question, asked after a poll, to arm for the answer.
+    /// bucket that holds nothing, nor an imminent deadline of an entry that is gone (a
+    /// bucket's first deadline, though, may be that of an entry removed or moved later since:
+    /// an early wake, never a late one). Staged entries are placed first, and the answer is
+    /// recorded as the owner's promised wake (see `stage.rs`): it is the owner's question,
+    /// asked after a poll, to arm for the answer.
     pub(crate) fn next_expiration(&mut self) -> Option<u64> {
         let next = self.next_expiration_placed();
         // The owner now keeps a wakeup at the answer (and none without one).

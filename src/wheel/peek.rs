@@ -51,8 +51,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
 
     /// The earliest deadline of the entries waiting (parked ones aside), exactly, or `None`
     /// if none waits; the wheel's time if an entry is due. Unlike
-    /// [`next_expiration`](Self::next_expiration), which may name a bucket's start (a cascade,
-    /// or an entry re-filed lazily), this is when the first entry is due: for an owner whose
+    /// [`next_expiration`](Self::next_expiration), which may name an earlier time (the
+    /// deadline of an entry removed or moved later since, or, past four buckets, a bucket's
+    /// start), this is when the first entry is due: for an owner whose
     /// every wakeup reaches a task that must not be woken for nothing. Costs a look at every
     /// bucket and a walk of those that start before the answer (each entry is walked again
     /// only once its bucket has cascaded).

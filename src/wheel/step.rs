@@ -13,7 +13,8 @@ pub(crate) struct Stats {
     pub(crate) flushes: u64,
     /// Items pushed into the bucket heap.
     pub(crate) heap_pushes: u64,
-    /// Items popped from the bucket heap, live or stale (emptied buckets pruned included).
+    /// Items popped from the bucket heap, live or stale (emptied buckets pruned included;
+    /// `next_expiration`'s look-ahead, which pushes what it pops back, aside).
     pub(crate) heap_pops: u64,
     /// Entries put on the staging list rather than in a bucket when inserted.
     pub(crate) staged: u64,

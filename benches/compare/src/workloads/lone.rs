@@ -4,8 +4,9 @@
 //! and 100.3 ms (the last past the default tick's first level, 64 ms), starting each at another
 //! phase against the millisecond grid (a spin of 0-970 µs first), and records how late it woke
 //! (`Instant::now() - deadline`). Figures per sleep: the runtime thread's parks (Tokio's
-//! `worker_park_count`: an idle runtime parks once after each time it is woken, so this counts
-//! the wakeups a sleep costs, a timer's own driver wakeups included), our firing passes,
+//! `worker_park_count`: an idle runtime parks once after each time it is woken, so this grows
+//! with the wakeups a sleep costs, a timer's own driver wakeups included; a sleep that needs
+//! one timer firing reads about 2: read it against Tokio's row), our firing passes,
 //! lateness p50 and max, early wakes (must be 0). Systems: ours on the runtime's default timer
 //! (1 ms tick), ours on a timer with a 10 ms tick, and `tokio::time::sleep_until`.
 
@@ -80,7 +81,7 @@ fn measure(sys: System, dur: Duration, n: usize) -> [f64; 5] {
                 _ => tokio::time::sleep_until(deadline).await,
             }
         };
-        // A first sleep, not counted: the alarm's allocation, the default timer's creation.
+        // A first sleep, not counted: the alarm's allocation, the first registration.
         sleep_until(Instant::now() + Duration::from_millis(1)).await;
         let passes = || {
             timer
