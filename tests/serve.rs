@@ -261,6 +261,53 @@ async fn partial_head_is_cut_at_the_header_read_limit() {
     task.abort();
 }
 
+/// A new connection that sends nothing has no request in flight: the keep-alive limit closes
+/// it when that limit is the shorter, whatever the header-read limit.
+#[tokio::test]
+async fn silent_new_connection_is_closed_at_a_shorter_keep_alive_limit() {
+    let s = server()
+        .await
+        .header_read_timeout(Duration::from_secs(5))
+        .keep_alive_timeout(ms(200));
+    let (addr, metrics, task) = start(s);
+    let start = Instant::now();
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    until_closed(&mut tcp).await;
+    let took = start.elapsed();
+    assert!(took >= ms(200), "closed too early: {took:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "held past the keep-alive limit: {took:?}"
+    );
+    closed(&metrics, CloseReason::KeepAlive).await;
+    assert_eq!(metrics.closed(CloseReason::HeaderRead), 0);
+    task.abort();
+}
+
+/// Once its first head has begun, a new connection is bounded by the header-read limit alone,
+/// as any head is: a shorter keep-alive limit does not cut it.
+#[tokio::test]
+async fn first_head_begun_is_bounded_by_the_header_read_limit_alone() {
+    let s = server()
+        .await
+        .header_read_timeout(ms(1500))
+        .keep_alive_timeout(ms(400));
+    let (addr, metrics, task) = start(s);
+    let start = Instant::now();
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost").await.unwrap();
+    until_closed(&mut tcp).await;
+    let took = start.elapsed();
+    assert!(
+        took >= ms(1500),
+        "cut before the header-read limit: {took:?}"
+    );
+    assert!(took < Duration::from_secs(5), "cut too late: {took:?}");
+    closed(&metrics, CloseReason::HeaderRead).await;
+    assert_eq!(metrics.closed(CloseReason::KeepAlive), 0);
+    task.abort();
+}
+
 /// Half a head pipelined behind a request (sent in the same write) cannot hold the connection:
 /// the server cannot tell it from an idle wait (hyper has it buffered), so the keep-alive limit
 /// closes it, as documented on `header_read_timeout`.

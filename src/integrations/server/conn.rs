@@ -97,6 +97,10 @@ struct State {
     /// Since when an HTTP/1 request head has been arriving (`None` between requests). A new
     /// connection waits for its first head from its accept.
     head_since: Option<Instant>,
+    /// A byte of the awaited request head has been read (`head_since` of a new connection is
+    /// its accept, before any byte: until one comes it is also waiting idle, under the
+    /// keep-alive limit).
+    head_begun: bool,
     /// The client sent the HTTP/2 preface: no header-read limit, and the keep-alive limit
     /// drains (GOAWAY) instead of closing.
     h2: bool,
@@ -142,6 +146,7 @@ impl Shared {
         st.in_flight += 1;
         st.idle_since = None;
         st.head_since = None;
+        st.head_begun = false;
     }
 
     /// A request's response has ended (or its call failed, or was dropped).
@@ -197,16 +202,21 @@ fn next_due(
     };
     if let Some(at) = head {
         consider(at, Due::HeaderRead);
-    } else if let (0, false, Some(limit), Some(since)) = (
-        st.in_flight,
-        write_blocked,
-        limits.keep_alive,
-        st.idle_since,
-    ) {
-        // A drain gets one keep-alive period of its own (an HTTP/2 GOAWAY sent at the
-        // keep-alive limit must have the time to go out and be answered).
-        let since = drain.map_or(since, |d| since.max(d.began));
-        consider(deadline_after(since, limit), Due::KeepAlive);
+    }
+    // A new connection that has sent nothing is waiting idle too: the keep-alive limit bounds
+    // it whatever the header-read limit (a head begun is the header-read limit's alone).
+    if head.is_none() || !st.head_begun {
+        if let (0, false, Some(limit), Some(since)) = (
+            st.in_flight,
+            write_blocked,
+            limits.keep_alive,
+            st.idle_since,
+        ) {
+            // A drain gets one keep-alive period of its own (an HTTP/2 GOAWAY sent at the
+            // keep-alive limit must have the time to go out and be answered).
+            let since = drain.map_or(since, |d| since.max(d.began));
+            consider(deadline_after(since, limit), Due::KeepAlive);
+        }
     }
     match drain {
         Some(Drain {
@@ -260,6 +270,7 @@ pub(crate) async fn run<S, B>(
             in_flight: 0,
             idle_since: Some(accepted),
             head_since: Some(accepted),
+            head_begun: false,
             h2: false,
         }),
         polling: AtomicBool::new(false),
@@ -292,6 +303,7 @@ pub(crate) async fn run<S, B>(
         in_flight: 0,
         idle_since: None,
         head_since: None,
+        head_begun: false,
         h2: false,
     };
     let mut sleep: Option<Sleep> = None;
@@ -599,6 +611,7 @@ impl ConnIo {
                         let mut st = me.shared.lock();
                         st.h2 = true;
                         st.head_since = None;
+                        st.head_begun = false;
                     }
                 }
             }
@@ -615,8 +628,11 @@ impl ConnIo {
             return;
         }
         let mut st = me.shared.lock();
-        if st.in_flight == 0 && st.head_since.is_none() {
-            st.head_since = Some(Instant::now());
+        if st.in_flight == 0 {
+            if st.head_since.is_none() {
+                st.head_since = Some(Instant::now());
+            }
+            st.head_begun = true;
         }
     }
 

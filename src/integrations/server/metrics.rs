@@ -54,7 +54,8 @@ pub enum CloseReason {
     /// connection began on its own: at its maximum age, or (HTTP/2) at the keep-alive timeout
     /// with its GOAWAY.
     ShutdownTimeout,
-    /// A transport or protocol error (a reset, a malformed request, ...), or the connection's
+    /// A transport or protocol error (a reset, a malformed request, an HTTP/2 keep-alive ping
+    /// left unanswered past hyper's 20 s timeout, ...), or the connection's
     /// task ended without closing it: a handler that hyper polls on the connection's task
     /// (HTTP/1) panicked, or the task was dropped (its runtime shut down).
     Error,

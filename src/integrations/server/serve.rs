@@ -129,7 +129,9 @@ impl<S> Serve<S> {
     /// trickled bytes do not extend it. It does not run while a keep-alive connection waits
     /// for its next request (that is [`keep_alive_timeout`](Serve::keep_alive_timeout)), and
     /// not at all on HTTP/2 (from the end of its preface: a connection that has sent only part
-    /// of it is bounded as a first request head).
+    /// of it is bounded as a first request head). A new connection that has sent nothing yet
+    /// has no request in flight either: until its first byte, a shorter keep-alive limit
+    /// closes it first ([`CloseReason::KeepAlive`](super::CloseReason::KeepAlive)).
     ///
     /// The limit starts on bytes read with no request in flight, empty lines (CRLF) aside:
     /// hyper skips those before a request line (RFC 9112 §2.2), and a client that sends them
@@ -166,7 +168,9 @@ impl<S> Serve<S> {
     /// A connection with no request in flight (HTTP/2: no open stream) for `limit` is closed
     /// ([`CloseReason::KeepAlive`](super::CloseReason::KeepAlive); HTTP/2 with a GOAWAY),
     /// whatever the header-read limit: with 60 s here and 10 s header-read, an idle keep-alive
-    /// connection is closed at 60 s, a partial request head at 10 s. A request is in flight
+    /// connection is closed at 60 s, a partial request head at 10 s; with 5 s here and 60 s
+    /// header-read, a new connection that sends nothing is closed at 5 s (once a head has
+    /// begun, only the header-read limit bounds it). A request is in flight
     /// from its head's arrival (also while it waits for the service to be ready) until its
     /// response's last byte is written: a client that stops reading a response is bounded by
     /// [`idle_timeout`](Serve::idle_timeout), not by this. On HTTP/2, where hyper hands a
@@ -259,8 +263,11 @@ impl<S> Serve<S> {
     }
 
     /// Sends HTTP/2 keep-alive pings every `interval` (hyper's, on the wheel); a connection
-    /// whose ping is not answered within 20 s is closed. An interval too large for a deadline
-    /// (30 years or more, such as `Duration::MAX`) sends no pings.
+    /// whose ping is not answered within 20 s is closed, counted as
+    /// [`CloseReason::Error`](super::CloseReason::Error): hyper reports it as a connection
+    /// error, so it is not one of [`is_timeout`](super::CloseReason::is_timeout)'s reasons,
+    /// nor in [`ServeMetrics::timed_out`](super::ServeMetrics::timed_out). An interval too
+    /// large for a deadline (30 years or more, such as `Duration::MAX`) sends no pings.
     ///
     /// # Panics
     ///
