@@ -40,7 +40,11 @@ use crate::wheel::Key;
 ///
 /// # Panics
 ///
-/// Outside a Tokio runtime, or if the runtime has no time driver (`enable_time()`).
+/// Outside a Tokio runtime, or if the runtime has no time driver (`enable_time()`); and, as
+/// [`Timer::spawn_after`] does when full, if the calling thread's shard of the default timer
+/// (which has no [`max_pending`](crate::Builder::max_pending)) already holds the most timers
+/// a wheel can index (about 4 billion). A shut-down default timer does not panic: the task
+/// resolves with the shutdown error.
 ///
 /// # Examples
 ///
@@ -66,8 +70,10 @@ where
 {
     let shard = crate::timer::default::current_shard();
     let deadline = deadline_after(shard.now(), duration);
-    DelayedTask::new(shard, deadline, duration.is_zero(), future)
-        .unwrap_or_else(|_| DelayedTask::shut_down(deadline))
+    default_timer_task(
+        DelayedTask::new(shard, deadline, duration.is_zero(), future),
+        deadline,
+    )
 }
 
 /// Runs `future` as a Tokio task at `deadline`, on the current runtime's default timer.
@@ -80,7 +86,7 @@ where
 ///
 /// # Panics
 ///
-/// Outside a Tokio runtime, or if the runtime has no time driver (`enable_time()`).
+/// As [`spawn_after`].
 ///
 /// # Examples
 ///
@@ -103,8 +109,22 @@ where
     F::Output: Send + 'static,
 {
     let shard = crate::timer::default::current_shard();
-    DelayedTask::new(shard, deadline, true, future)
-        .unwrap_or_else(|_| DelayedTask::shut_down(deadline))
+    default_timer_task(DelayedTask::new(shard, deadline, true, future), deadline)
+}
+
+/// The handle [`spawn_after`] and [`spawn_at`] return: on a shut-down default timer, a task
+/// already resolved with the shutdown error; on a shard holding the most a wheel can index, a
+/// panic, as [`Timer::spawn_after`] does, rather than a task that says its timer shut down.
+#[track_caller]
+fn default_timer_task<T: Send + 'static>(
+    task: Result<DelayedTask<T>, TimerError>,
+    deadline: Instant,
+) -> DelayedTask<T> {
+    match task {
+        Ok(task) => task,
+        Err(TimerError::Shutdown) => DelayedTask::shut_down(deadline),
+        Err(e) => panic!("tokio-timing-wheel: cannot schedule a delayed task: {e}"),
+    }
 }
 
 const WAITING: u8 = 0;
@@ -453,7 +473,10 @@ impl<T> DelayedTask<T> {
     /// Returns `true` only for the call that stopped a task that would otherwise have run.
     /// Once the task has started (or finished, or was already cancelled), or if its timer has
     /// shut down (the task then resolves with the shutdown error, never runs), it returns
-    /// `false` and changes nothing: a running task is not interrupted.
+    /// `false` and changes nothing: a running task is not interrupted. A call racing a
+    /// shutdown of the timer may win the task from it: it then returns `true`. Either way the
+    /// task never runs, and `cancel()` returns `true` exactly when the handle resolves
+    /// cancelled ([`DelayedError::is_cancelled`]).
     ///
     /// # Examples
     ///
