@@ -41,6 +41,9 @@
 //!   deadline of the item it waited for, with nothing due (tokio-util's moves its timer at
 //!   the reset or removal, and wakes nobody then);
 //! - handing out an item allocates nothing (tokio-util boxes a new `Sleep` at each pass);
+//! - a poll that finds nothing due reads the clock, to hand out an item whose exact deadline
+//!   has passed before the queue's timer fires: one clock reading and a look at the alarm
+//!   while nothing has changed (tokio-util's reads none there);
 //! - inserting an item due before the one the waiting task waits for, resetting one to such
 //!   a deadline, [`clear`](DelayQueue::clear) and removing the last item wake the task waiting
 //!   on the queue (a reset to a later deadline wakes nothing at once; see above for its old
@@ -142,6 +145,13 @@ pub struct DelayQueue<T> {
     alarm: HeadSleep,
     /// The wheel time the alarm was set for when a poll last had to wait (`u64::MAX`: none).
     armed: u64,
+    /// The instant the alarm was set for then (`None`: none).
+    armed_at: Option<Instant>,
+    /// The earliest deadline of the items (wheel time), while known: `None` once a change may
+    /// have moved it. Finding it walks the buckets that start before it (lazily re-filed
+    /// items included), so it is kept between polls rather than found again at every poll
+    /// that waits.
+    head: Option<u64>,
     /// The waker of the latest poll: woken when an insert or reset comes before `armed`,
     /// and when the queue is emptied.
     waker: Option<Waker>,
@@ -435,6 +445,8 @@ impl<T> DelayQueue<T> {
             seen: 0,
             alarm,
             armed: u64::MAX,
+            armed_at: None,
+            head: None,
             waker: None,
             remap: HashMap::new(),
             unmap: HashMap::new(),
@@ -516,6 +528,7 @@ impl<T> DelayQueue<T> {
                 panic!("tokio-timing-wheel: a DelayQueue holds at most about four billion items")
             }
         };
+        self.head = self.head.map(|h| h.min(units));
         self.wake_if_before(units);
         Key(key)
     }
@@ -570,6 +583,7 @@ impl<T> DelayQueue<T> {
     pub fn try_remove(&mut self, key: &Key) -> Option<Expired<T>> {
         let slot = self.wheel.remove(self.internal(key))?;
         self.forget(key);
+        self.forget_head(slot.deadline);
         if self.wheel.is_empty() {
             self.wake();
         }
@@ -647,9 +661,11 @@ impl<T> DelayQueue<T> {
         let Some(slot) = self.wheel.get_mut(inner) else {
             panic!("tokio-timing-wheel: DelayQueue::reset: {key:?} names no item in this queue (removed or expired already)");
         };
-        slot.deadline = deadline;
+        let old = std::mem::replace(&mut slot.deadline, deadline);
         let units = self.started_clock().deadline_to_units(deadline);
         self.wheel.reschedule(inner, units);
+        self.forget_head(old);
+        self.head = self.head.map(|h| h.min(units));
         self.wake_if_before(units);
     }
 
@@ -782,6 +798,7 @@ impl<T> DelayQueue<T> {
     pub fn clear(&mut self) {
         let had_items = !self.wheel.is_empty();
         self.wheel.clear();
+        self.head = None;
         self.remap = HashMap::new();
         self.unmap = HashMap::new();
         self.disarm();
@@ -891,6 +908,14 @@ impl<T> DelayQueue<T> {
     /// for its next turn, so a long burst yields to the worker's other tasks. An empty queue
     /// answers `Ready(None)` whatever the budget.
     ///
+    /// A poll that finds nothing due, as a task makes at every wake (a `select!` over the
+    /// queue and a channel), reads the clock once and does no work in the queue's wheel while
+    /// the queue is as the last wait left it (inserts and resets later than its first item
+    /// leave it so); after a change that may move the first deadline, the next wait finds it
+    /// again, with a walk of the buckets that can hold it. tokio-util's queue reads no clock
+    /// there (it hands items out only when its timer fires, at its 1 ms tick): this one hands
+    /// out an item as soon as a poll finds its exact deadline passed.
+    ///
     /// # Panics
     ///
     /// If it has to wait and the queue (made by [`new`](DelayQueue::new) or
@@ -936,6 +961,19 @@ impl<T> DelayQueue<T> {
         }
         // Set when the alarm went off in this poll (for a deadline before the far future).
         let mut went_off = false;
+        // The queue as the last wait left it (the first deadline is the one the alarm is set
+        // for) and the clock short of that deadline: nothing can be due, and the alarm tells
+        // whether to look again. One clock reading and no wheel work, for the polls a task
+        // makes at every wake (a `select!` loop over the queue and a channel, say).
+        if let (Some(at), true) = (self.armed_at, self.head == Some(self.armed)) {
+            let now = Instant::now();
+            if now < at {
+                if self.poll_alarm(at, cx).is_pending() {
+                    return Poll::Pending;
+                }
+                went_off = at < far_future(now);
+            }
+        }
         loop {
             if let Some(item) = self.take_due() {
                 return Poll::Ready(Some(item));
@@ -945,7 +983,8 @@ impl<T> DelayQueue<T> {
                 return Poll::Ready(None);
             }
             let before = self.seen;
-            if self.observe(Instant::now()) > before {
+            let now = Instant::now();
+            if self.observe(now) > before {
                 if let Some(item) = self.take_due() {
                     return Poll::Ready(Some(item));
                 }
@@ -964,25 +1003,43 @@ impl<T> DelayQueue<T> {
             // out). That is after `seen` (all before it was handed out above), so once the
             // alarm has gone off, the next clock reading is past `seen` and the wheel moves
             // on: this loop cannot spin.
-            let head = self
-                .wheel
-                .next_deadline()
-                .expect("a non-empty queue waits for an item");
+            // (Known, it is after `seen`: everything due by then was handed out above.)
+            let head = match self.head {
+                Some(head) if head > self.seen => head,
+                _ => {
+                    let head = self
+                        .wheel
+                        .next_deadline()
+                        .expect("a non-empty queue waits for an item");
+                    self.head = Some(head);
+                    head
+                }
+            };
             if head == u64::MAX {
                 // Only items beyond the clock's horizon (about 438 years from the first
                 // insert) are left: they never come out. Wait for a change to the queue.
                 self.disarm();
                 return Poll::Pending;
             }
-            let now = Instant::now();
             let at = self.started_clock().units_to_instant(head, now);
             if self.poll_alarm(at, cx).is_pending() {
                 self.armed = head;
+                self.armed_at = Some(at);
                 return Poll::Pending;
             }
             // (An alarm for the far future, `at` clamped short of the first deadline, may go
             // off before it, and the loop then simply waits again.)
             went_off = at < far_future(now);
+        }
+    }
+
+    /// An item due at `deadline` left the queue or moved: if it may have been the first, the
+    /// first deadline is no longer known.
+    fn forget_head(&mut self, deadline: Instant) {
+        if let (Some(head), Some(clock)) = (self.head, &self.clock) {
+            if clock.deadline_to_units(deadline) <= head {
+                self.head = None;
+            }
         }
     }
 
@@ -1002,6 +1059,9 @@ impl<T> DelayQueue<T> {
     /// Hands out an item due at `self.seen`, if any.
     fn take_due(&mut self) -> Option<Expired<T>> {
         let e = self.wheel.poll(self.seen)?;
+        if self.head == Some(e.deadline) {
+            self.head = None;
+        }
         let key = self.external(e.key);
         self.forget(&key);
         Some(Expired {
@@ -1068,6 +1128,7 @@ impl<T> DelayQueue<T> {
             HeadSleep::Default => {}
         }
         self.armed = u64::MAX;
+        self.armed_at = None;
     }
 
     /// Wakes the task that polled last, if a change at wheel time `units` comes before what
@@ -1280,6 +1341,69 @@ impl<T> std::fmt::Debug for DelayQueue<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A poll that waits keeps the first deadline: polling again, inserting or moving items
+    /// later, or inserting an earlier one walks no item, however many share the first
+    /// bucket (a `select!` loop polls the queue at every wake of its task); once the first
+    /// item leaves, the next wait finds the first deadline again. Items still come out in
+    /// deadline order.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_poll_keeps_the_first_deadline() {
+        let mut q = DelayQueue::new();
+        let start = Instant::now();
+        let at = |us: u64| start + Duration::from_secs(30) + Duration::from_micros(us);
+        let keys: Vec<Key> = (0..1000u64).map(|i| q.insert_at(i, at(i))).collect();
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        assert!(q.poll_expired(&mut cx).is_pending());
+        let walks = q.wheel.stats().deadline_walks;
+        assert!(
+            walks >= 1000,
+            "the first wait walks the first bucket: {walks}"
+        );
+        let units =
+            |q: &DelayQueue<u64>, t: Instant| q.clock.as_ref().unwrap().deadline_to_units(t);
+        assert_eq!(q.armed, units(&q, at(0)));
+
+        for _ in 0..100 {
+            assert!(q.poll_expired(&mut cx).is_pending());
+        }
+        q.insert_at(1000, start + Duration::from_secs(60));
+        q.reset_at(&keys[500], start + Duration::from_secs(40));
+        assert!(q.poll_expired(&mut cx).is_pending());
+        let early = q.insert_at(2000, start + Duration::from_secs(10));
+        assert!(q.poll_expired(&mut cx).is_pending());
+        assert_eq!(q.armed, units(&q, start + Duration::from_secs(10)));
+        assert_eq!(
+            q.wheel.stats().deadline_walks,
+            walks,
+            "a wait with the first deadline known walked the items"
+        );
+
+        q.remove(&early);
+        assert!(q.poll_expired(&mut cx).is_pending());
+        assert!(q.wheel.stats().deadline_walks > walks, "found again");
+        assert_eq!(q.armed, units(&q, at(0)));
+        q.reset_at(&keys[0], at(1) + Duration::from_nanos(500));
+        assert!(q.poll_expired(&mut cx).is_pending());
+        assert_eq!(
+            q.armed,
+            units(&q, at(1)),
+            "the first moved later: found again"
+        );
+
+        tokio::time::advance(Duration::from_secs(30) + Duration::from_micros(3)).await;
+        let mut out = Vec::new();
+        while let Poll::Ready(Some(e)) = q.poll_expired(&mut cx) {
+            out.push(e.into_inner());
+            if out.len() == 3 {
+                break;
+            }
+        }
+        assert_eq!(out, [1, 0, 2]);
+        assert!(q.poll_expired(&mut cx).is_ready(), "item 3 is due");
+        assert!(q.poll_expired(&mut cx).is_pending());
+        assert_eq!(q.armed, units(&q, at(4)));
+    }
 
     /// Moving items later leaves them where they are in the queue's wheel: no bucket is
     /// created (no heap push) until their old slots come; moving them earlier does relink.

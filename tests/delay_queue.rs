@@ -1646,3 +1646,210 @@ async fn resets_within_the_current_tick_between_polls_hold_bounded_memory() {
     assert_eq!(out, [first, moved]);
     assert!(assert_ready!(poll!(q)).is_none(), "the queue is empty");
 }
+
+/// A second model, for wakeups: two tasks take turns polling the queue between operations
+/// (inserts, removals, resets earlier and later, `compact`, `shrink_to_fit`, `clear`, a
+/// shutdown of the queue's timer), on queues of the default timer, of a bounded timer and of a
+/// 10 ms-tick timer, with deadlines in milliseconds, microseconds or nanoseconds. Whenever
+/// time moves past an item's deadline while a task waits on the queue, that task has been
+/// woken: the queue's alarm is never set later than its first item, whatever changed since
+/// the wait began (the first deadline is kept between waits). Items come out once, never
+/// early, with their own key and deadline.
+mod wakes {
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Insert at now + this many units (negative: in the past).
+        Insert(i64),
+        /// Insert with `insert(value, Duration)`, this many units.
+        InsertAfter(u64),
+        Remove(usize),
+        Reset(usize, i64),
+        /// Advance time by this many units.
+        Advance(u64),
+        /// Advance time to an item's deadline.
+        AdvanceTo(usize),
+        /// Poll with the first task (`false`) or the second (`true`) until it waits.
+        Poll(bool),
+        Compact,
+        Shrink,
+        Clear,
+        Shutdown,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let offset = prop_oneof![
+            6 => -20i64..400,
+            2 => 0i64..5,
+            1 => 0i64..200_000,
+            1 => 0i64..20_000_000_000,
+        ];
+        prop_oneof![
+            6 => offset.clone().prop_map(Op::Insert),
+            1 => (0u64..300).prop_map(Op::InsertAfter),
+            3 => any::<usize>().prop_map(Op::Remove),
+            3 => (any::<usize>(), offset).prop_map(|(i, o)| Op::Reset(i, o)),
+            3 => prop_oneof![0u64..3, 0u64..100, 0u64..100_000, 0u64..5_000_000_000]
+                .prop_map(Op::Advance),
+            2 => any::<usize>().prop_map(Op::AdvanceTo),
+            4 => any::<bool>().prop_map(Op::Poll),
+            2 => Just(Op::Compact),
+            1 => Just(Op::Shrink),
+            1 => Just(Op::Clear),
+            1 => Just(Op::Shutdown),
+        ]
+    }
+
+    fn run(kind: u8, unit: Duration, ops: Vec<Op>) {
+        let units = |n: u64| Duration::from_nanos(unit.as_nanos() as u64 * n);
+        let at = |now: Instant, off: i64| {
+            let step = units(off.unsigned_abs());
+            if off >= 0 {
+                now + step
+            } else {
+                now - step
+            }
+        };
+        paused_runtime().block_on(async move {
+            time::advance(Duration::from_secs(100)).await;
+            let bounded = Timer::builder().max_pending(4).build().unwrap();
+            let coarse = Timer::builder().tick(ms(10)).build().unwrap();
+            let mut tasks = [task::spawn(()), task::spawn(())];
+            let mut q = match kind {
+                0 => DelayQueue::new(),
+                1 => bounded.try_delay_queue().unwrap(),
+                _ => coarse.delay_queue(),
+            };
+            let mut items: HashMap<u64, Instant> = HashMap::new();
+            let mut keys: Vec<(Key, u64)> = Vec::new();
+            // The task that polled last, if it is waiting.
+            let mut waiting: Option<usize> = None;
+            for (id, op) in ops.into_iter().enumerate() {
+                let id = id as u64;
+                let now = Instant::now();
+                match op {
+                    Op::Insert(off) => {
+                        let deadline = at(now, off);
+                        keys.push((q.insert_at(id, deadline), id));
+                        items.insert(id, deadline);
+                    }
+                    Op::InsertAfter(n) => {
+                        keys.push((q.insert(id, units(n)), id));
+                        items.insert(id, now + units(n));
+                    }
+                    Op::Remove(i) if !keys.is_empty() => {
+                        let (key, kid) = keys[i % keys.len()];
+                        let removed = q.try_remove(&key);
+                        match items.remove(&kid) {
+                            Some(d) => {
+                                let e = removed.expect("a pending item removed");
+                                assert_eq!((e.key(), e.deadline(), *e.get_ref()), (key, d, kid));
+                            }
+                            None => assert!(removed.is_none(), "a stale key removed something"),
+                        }
+                    }
+                    Op::Reset(i, off) if !keys.is_empty() => {
+                        let (key, kid) = keys[i % keys.len()];
+                        if items.contains_key(&kid) {
+                            let deadline = at(now, off);
+                            q.reset_at(&key, deadline);
+                            items.insert(kid, deadline);
+                        }
+                    }
+                    Op::Advance(_) | Op::AdvanceTo(_) => {
+                        let by = match op {
+                            Op::Advance(n) => units(n),
+                            Op::AdvanceTo(i) => {
+                                let mut ds: Vec<Instant> = items.values().copied().collect();
+                                ds.sort();
+                                ds.get(i % ds.len().max(1))
+                                    .map_or(Duration::ZERO, |&d| d.saturating_duration_since(now))
+                            }
+                            _ => unreachable!(),
+                        };
+                        time::advance(by).await;
+                        settle().await;
+                        let now = Instant::now();
+                        // The alarm is a Tokio sleep: Tokio's millisecond grid allowed.
+                        if let Some(t) = waiting {
+                            if items.values().any(|&d| d + ms(1) <= now) {
+                                assert!(
+                                    tasks[t].is_woken(),
+                                    "lost wakeup: an item is due and the waiting task was not woken"
+                                );
+                            }
+                        }
+                    }
+                    Op::Poll(second) => {
+                        let t = usize::from(second);
+                        let now = Instant::now();
+                        loop {
+                            match tasks[t].enter(|cx, _| q.poll_expired(cx)) {
+                                Poll::Ready(Some(e)) => {
+                                    let d = items.remove(e.get_ref()).expect("handed out once");
+                                    assert_eq!(d, e.deadline());
+                                    assert!(d <= now, "handed out early");
+                                    let key =
+                                        keys.iter().find(|(_, i)| i == e.get_ref()).unwrap().0;
+                                    assert_eq!(key, e.key(), "the wrong key");
+                                }
+                                Poll::Ready(None) => {
+                                    assert!(items.is_empty(), "None while items remain");
+                                    waiting = None;
+                                    break;
+                                }
+                                Poll::Pending => {
+                                    assert!(
+                                        !items.values().any(|&d| d <= now),
+                                        "Pending while an item is due"
+                                    );
+                                    waiting = Some(t);
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    Op::Compact => q.compact(),
+                    Op::Shrink => q.shrink_to_fit(),
+                    Op::Clear => {
+                        q.clear();
+                        if let (Some(t), false) = (waiting, items.is_empty()) {
+                            assert!(tasks[t].is_woken(), "clear woke no one");
+                        }
+                        items.clear();
+                    }
+                    Op::Shutdown => {
+                        bounded.shutdown();
+                        coarse.shutdown();
+                    }
+                    _ => {}
+                }
+                assert_eq!(q.len(), items.len());
+                match q.peek() {
+                    Some(key) => {
+                        let kid = keys.iter().find(|(k, _)| *k == key).expect("a known key").1;
+                        assert_eq!(Some(items[&kid]), items.values().min().copied(), "peek");
+                    }
+                    None => assert!(items.is_empty()),
+                }
+            }
+        });
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(128),
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn a_waiting_task_is_woken_once_an_item_is_due(
+            kind in 0u8..3,
+            unit in prop_oneof![Just(ms(1)), Just(Duration::from_micros(1)), Just(Duration::from_nanos(1))],
+            ops in proptest::collection::vec(op(), 1..120),
+        ) {
+            run(kind, unit, ops);
+        }
+    }
+}

@@ -55,8 +55,8 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// deadline of an entry removed or moved later since, or, past four buckets, a bucket's
     /// start), this is when the first entry is due: for an owner whose
     /// every wakeup reaches a task that must not be woken for nothing. Costs a look at every
-    /// bucket and a walk of those that start before the answer (each entry is walked again
-    /// only once its bucket has cascaded).
+    /// bucket and a walk of those that start before the answer, every call: an owner that
+    /// asks often keeps the answer while its entries do not change (as `DelayQueue` does).
     pub(crate) fn next_deadline(&mut self) -> Option<u64> {
         if self.entries.len() == self.parked_len {
             return None;
@@ -65,11 +65,13 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             return Some(self.now);
         }
         let mut best = self.imminent.live_min(&self.entries).unwrap_or(u64::MAX);
+        let mut walked = 0;
         let mut idx = self.staged.head;
         while idx != NIL {
             let e = &self.entries[idx as usize];
             best = best.min(e.deadline);
             idx = e.next;
+            walked += 1;
         }
         for level in &self.levels {
             for bucket in level.buckets.iter() {
@@ -81,9 +83,11 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
                     let e = &self.entries[idx as usize];
                     best = best.min(e.deadline);
                     idx = e.next;
+                    walked += 1;
                 }
             }
         }
+        self.stats.deadline_walks += walked;
         Some(best)
     }
 
