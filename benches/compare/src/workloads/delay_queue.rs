@@ -17,6 +17,11 @@
 //!   a few % of a run) and the wall time (at least
 //!   the spread); then a burst: 1M items all due at one instant, taken out once it has passed,
 //!   items per second of wall time (the drain alone: what a queue does per expired item).
+//! - **waiting polls**: a queue holding 100k items is polled while none is due, as a task in
+//!   a `select!` loop polls it at every wake (a message on a channel, a read): polls per
+//!   second of 10k polls that each find nothing due, with the items in one bucket (30 s
+//!   timeouts given within 100 ms, as a burst of connections after a restart) and spread over
+//!   1 to 61 s. Each poll reads the clock, for both queues.
 //! - **memory**: bytes allocated per item held (the counting allocator, [`crate::alloc`]),
 //!   the queue's growth included, for a queue of 1M items made with `new()` (both grow their
 //!   storage by doubling). Allocation is deterministic: once, not interleaved.
@@ -204,6 +209,34 @@ fn expiry<Q: Queue>(n: usize, spread: Duration) -> [f64; 3] {
     out
 }
 
+/// Polls per second of `polls` polls of a queue holding `n` items, none due, their deadlines
+/// 30 s away within 100 ms (`bunched`) or over 1 to 61 s; on a fresh runtime.
+fn waiting_polls<Q: Queue>(n: usize, polls: usize, bunched: bool) -> f64 {
+    let rt = Flavor::CurrentThread.runtime(1, "dq-waiting");
+    let secs = rt.block_on(async {
+        let mut q = Q::default();
+        let base = Instant::now();
+        for i in 0..n {
+            let at = if bunched {
+                base + Duration::from_secs(30) + spread_at(Duration::from_millis(100), i, n)
+            } else {
+                base + Duration::from_secs(1) + spread_at(Duration::from_secs(60), i, n)
+            };
+            q.insert_at(i as u64, at);
+        }
+        let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+        // The first wait sets the alarm: not timed.
+        assert!(std::pin::Pin::new(&mut q).poll_next(&mut cx).is_pending());
+        let t = std::time::Instant::now();
+        for _ in 0..polls {
+            assert!(std::pin::Pin::new(&mut q).poll_next(&mut cx).is_pending());
+        }
+        t.elapsed().as_secs_f64()
+    });
+    drop(rt);
+    polls as f64 / secs
+}
+
 /// Takes every item out of `q` through its `Stream`, until it is empty; how many.
 async fn drain<Q: Queue>(q: &mut Q) -> usize {
     let mut taken = 0;
@@ -323,6 +356,42 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         &rows,
     );
 
+    println!("### Waiting polls\n");
+    let held = ctx.size(100_000, 5_000);
+    let polls = ctx.size(10_000, 1_000);
+    println!("{polls} polls of a queue holding {held} items, none due: polls per second.\n");
+    let layouts = [
+        ("in one bucket (30 s, within 100 ms)", true),
+        ("over 1 to 61 s", false),
+    ];
+    let waits = interleaved(ctx.reps, &systems, |&sys| {
+        Some(layouts.map(|(_, bunched)| {
+            if sys == OURS {
+                waiting_polls::<Ours>(held, polls, bunched)
+            } else {
+                waiting_polls::<Peer>(held, polls, bunched)
+            }
+        }))
+    });
+    let waits: Vec<_> = waits.into_iter().map(|r| r.expect("measured")).collect();
+    let [ours_wait, peer_wait] = [0, 1].map(|s| waits[s].medians());
+    let rows: Vec<Vec<String>> = layouts
+        .iter()
+        .enumerate()
+        .map(|(k, (layout, _))| {
+            vec![
+                layout.to_string(),
+                waits[0].shown(k, rate),
+                waits[1].shown(k, rate),
+                ratio(ours_wait[k], peer_wait[k], true),
+            ]
+        })
+        .collect();
+    print_table(
+        &["items", "ours polls/s", "tokio-util polls/s", "ours vs it"],
+        &rows,
+    );
+
     println!("### Memory\n");
     let ours_bytes = bytes_per_item::<Ours>(&plan);
     let peer_bytes = bytes_per_item::<Peer>(&plan);
@@ -375,6 +444,20 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         "expired items per second, a burst due at once",
         PEER,
         [ours_exp[2], peer_exp[2]],
+        true,
+        rate,
+    );
+    summary.add(
+        "waiting polls/s, items in one bucket",
+        PEER,
+        [ours_wait[0], peer_wait[0]],
+        true,
+        rate,
+    );
+    summary.add(
+        "waiting polls/s, items over 1 to 61 s",
+        PEER,
+        [ours_wait[1], peer_wait[1]],
         true,
         rate,
     );
