@@ -57,6 +57,7 @@ pub(crate) mod reset;
 pub(crate) mod rpc;
 pub(crate) mod rpc_situations;
 pub(crate) mod same_tick;
+pub(crate) mod saturated;
 pub(crate) mod service;
 
 /// Every workload, in the order they run: the registry.
@@ -68,6 +69,7 @@ pub(crate) const ALL: &[Workload] = &[
     fire::WORKLOAD,
     fire_load::WORKLOAD,
     same_tick::WORKLOAD,
+    saturated::WORKLOAD,
     blocked_worker::WORKLOAD,
     cross_worker::WORKLOAD,
     memory::WORKLOAD,
