@@ -214,6 +214,42 @@ async fn many_random_sleeps_fire_exactly_once_in_deadline_order() {
     assert_eq!(Timer::current().pending(), 0);
 }
 
+/// Under a backlog Tokio runs the first tasks woken in a burst soon and queues the rest behind
+/// every task already queued: a pass wakes a timer set further ahead than the first level's
+/// span (a timeout, here 100.5 ms ahead) before the short sleeps due in the same pass (5 ms
+/// ones, due before it), so its task runs first (a current-thread runtime runs tasks in the
+/// order they are woken).
+#[tokio::test(start_paused = true)]
+async fn a_pass_wakes_long_timers_before_short_ones_due_with_them() {
+    Timer::current(); // the timer's time starts now
+    let start = Instant::now();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let record = |what: &'static str, at: Instant| {
+        let order = order.clone();
+        tokio::spawn(async move {
+            sleep_wheel_until(at).await;
+            order.lock().unwrap().push(what);
+        })
+    };
+    let long = record("long", start + Duration::from_micros(100_500));
+    // A pass at 95 ms brings the wheel's time there: sleeps filed then for 100.1-100.4 ms are
+    // a few ticks ahead, in the first level.
+    sleep_wheel(Duration::from_millis(95)).await;
+    let shorts: Vec<_> = (0..4)
+        .map(|i| record("short", start + Duration::from_micros(100_100 + 100 * i)))
+        .collect();
+    long.await.unwrap();
+    for s in shorts {
+        s.await.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order, ["long", "short", "short", "short", "short"]);
+    assert!(
+        Instant::now() <= start + Duration::from_millis(101),
+        "one pass, at 101 ms"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn many_random_sub_tick_sleeps_fire_once_never_early_within_one_tick() {
     const N: usize = 2000;

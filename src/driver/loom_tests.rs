@@ -32,7 +32,7 @@ use std::thread;
 
 use super::entry::{Outcome, TimerEntry};
 use super::shard::Shard;
-use super::{Driver, FireReport};
+use super::{wake_all, Driver, FireReport, Wakers};
 use crate::loom::{model, AtomicUsize};
 
 /// One hour in wheel time (nanoseconds): far enough that nothing fires during a model.
@@ -270,7 +270,7 @@ fn loom_reset_vs_fire() {
 
         let s = shard.clone();
         let resetter = thread::spawn(move || s.reschedule(key, 10));
-        let mut wakers = Vec::new();
+        let mut wakers = Wakers::default();
         let mut fired = FireReport::default();
         shard.fire_due(10, &mut wakers, &mut fired);
         let fired_by_pass = fired.entries == 1;
@@ -321,7 +321,10 @@ fn loom_pending_vs_cancel_and_register_on_another_shard_stays_within_max_pending
 /// The shard's step of a pass at wheel time `now`: how many entries it fired.
 fn fire(shard: &Shard, now: u64) -> usize {
     let mut fired = FireReport::default();
-    shard.fire_due(now, &mut Vec::new(), &mut fired);
+    let mut wakers = Wakers::default();
+    shard.fire_due(now, &mut wakers, &mut fired);
+    // As a pass does once every shard is done.
+    wake_all(&mut wakers.later);
     fired.entries
 }
 

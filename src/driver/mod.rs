@@ -103,9 +103,30 @@ pub(crate) struct Driver {
     /// timer, so that the timer still learns of its runtime's: what falls back on Tokio's
     /// timer (see `fallback`) must then move to another runtime's.
     sentinel: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
-    /// The runner's batch of wakers to wake, kept between passes so a pass allocates nothing.
-    batch: Mutex<Vec<Waker>>,
+    /// The runner's wakers to wake, kept between passes so a pass allocates nothing.
+    batch: Mutex<Wakers>,
 }
+
+/// The wakers of a pass, in the order it wakes them.
+///
+/// Under load Tokio's run queue keeps the first tasks woken in a burst and sends the rest to
+/// the tail of its global queue, behind every task already queued there: the order of a pass's
+/// wakes decides which timers' tasks run soon. Timers that waited in a level above the first
+/// (set further ahead than that level's span, 64 ticks: timeouts, leases) are woken as each
+/// batch is taken, and short ones (sleeps of a few ticks, such as a backend's latency) once
+/// every shard is done, up to [`LATER_MAX`] of them (past that, with the long ones). So a
+/// timeout is not queued behind the burst of short sleeps due with it, as in Tokio's wheel,
+/// which wakes a slot's entries in the order they reached it, those cascaded from above first.
+#[derive(Debug, Default)]
+pub(crate) struct Wakers {
+    /// Woken after each lock hold.
+    pub(crate) now: Vec<Waker>,
+    /// Woken at the end of the pass.
+    pub(crate) later: Vec<Waker>,
+}
+
+/// At most this many short timers' wakers wait for the end of a pass (16 bytes each).
+pub(crate) const LATER_MAX: usize = 4096;
 
 impl fmt::Debug for Driver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -178,7 +199,7 @@ impl Driver {
             passes: std::sync::atomic::AtomicU64::new(0),
             passed_through: std::sync::atomic::AtomicU64::new(0),
             sentinel: std::sync::Mutex::new(None),
-            batch: Mutex::new(Vec::new()),
+            batch: Mutex::new(Wakers::default()),
         });
         let shards: Box<[Arc<Shard>]> = (0..shards)
             .map(|index| {
@@ -429,6 +450,7 @@ impl Driver {
                 next = Some(next.map_or(h, |n| n.min(h)));
             }
         }
+        wake_all(&mut wakers.later);
         drop(wakers);
         if total.entries > 0 {
             self.lateness.add(&total.lateness);

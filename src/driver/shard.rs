@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use super::entry::WakerId;
-use super::{panicked, wake_all, Driver, FireReport, BATCH};
+use super::{panicked, wake_all, Driver, FireReport, Wakers, BATCH, LATER_MAX};
 use crate::error::TimerError;
 use crate::loom::{lock, try_lock, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
@@ -451,9 +451,10 @@ impl Shard {
     }
 
     /// The shard's step of a firing pass: hands out everything due at `now`, a bounded batch
-    /// per lock hold (waking each batch after releasing the lock), and adds what it did to
-    /// `fired`, setting `fired.next` to the shard's next expiration.
-    pub(crate) fn fire_due(&self, now: u64, wakers: &mut Vec<Waker>, fired: &mut FireReport) {
+    /// per lock hold (waking each batch after releasing the lock, short timers aside: see
+    /// [`Wakers`]), and adds what it did to `fired`, setting `fired.next` to the shard's next
+    /// expiration.
+    pub(crate) fn fire_due(&self, now: u64, wakers: &mut Wakers, fired: &mut FireReport) {
         loop {
             let mut wheel = self.lock();
             // Published before any entry due at `now` leaves the wheel (see `fired_through`).
@@ -474,7 +475,12 @@ impl Shard {
                         // A parked (persistent) entry keeps its slot.
                         slots += usize::from(!e.parked);
                         fired.lateness.record(e.deadline, now);
-                        wakers.push(e.value);
+                        fired.entries += 1;
+                        if e.long || wakers.later.len() >= LATER_MAX {
+                            wakers.now.push(e.value);
+                        } else {
+                            wakers.later.push(e.value);
+                        }
                     }
                     Step::Done => break false,
                     Step::Yield => break true,
@@ -492,9 +498,8 @@ impl Shard {
             }
             drop(wheel);
             drop(swept);
-            fired.entries += wakers.len();
             self.driver.release(slots);
-            wake_all(wakers);
+            wake_all(&mut wakers.now);
             if !more {
                 return;
             }

@@ -271,6 +271,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             next: NIL,
             bucket: NIL,
             persistent,
+            long: false,
             value,
         }) as u32;
         self.parked.push_back(&mut self.entries, idx, PARKED);
@@ -303,6 +304,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             next: NIL,
             bucket: NIL,
             persistent,
+            long: false,
             value,
         }) as u32;
         if stage {
@@ -595,6 +597,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             generation: entry.generation,
         };
         let deadline = entry.deadline;
+        let long = entry.long;
         if entry.persistent {
             let value = P::take(&mut entry.value);
             self.parked.push_back(&mut self.entries, idx, PARKED);
@@ -604,6 +607,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
                 deadline,
                 value,
                 parked: true,
+                long,
             };
         }
         let entry = self.entries.remove(idx as usize);
@@ -615,6 +619,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             deadline,
             value: entry.value,
             parked: false,
+            long,
         }
     }
 
@@ -636,6 +641,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             return;
         }
         let level = self.geo.level_for(self.now_tick, tick);
+        self.entries[idx as usize].long |= level > 0;
         while self.levels.len() <= level {
             self.levels.push(Level::new(1 << self.geo.shift));
         }

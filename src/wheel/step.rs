@@ -32,6 +32,9 @@ pub(crate) struct Expired<T> {
     pub(crate) value: T,
     /// A persistent entry: `value` is a clone, and the entry stays in the wheel, parked.
     pub(crate) parked: bool,
+    /// The entry waited in a level above the first (see `Entry::long`): the driver wakes such
+    /// timers first in a pass.
+    pub(crate) long: bool,
 }
 
 /// What one step of [`Wheel::poll_within`](super::Wheel::poll_within) found.
