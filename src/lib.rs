@@ -70,7 +70,10 @@
 //! is) with header-read, keep-alive, idle, age and shutdown limits in one call;
 //! the `http` module has tower-http's 408 `TimeoutLayer` and body timeouts; the `grpc` module
 //! honours and propagates `grpc-timeout` deadlines. The `hyper` and `tower` features have
-//! `HyperTimer` and a drop-in for `tower::timeout`.
+//! `HyperTimer` and a drop-in for `tower::timeout`. These modules are named after the crates
+//! they serve: after a glob import (`use tokio_timing_wheel::*`) a path such as
+//! `hyper::rt::Timer` or `tower::ServiceExt` is ambiguous; import the names you use, or write
+//! the crate's path as `::hyper`.
 //!
 //! # Guarantees
 //!
