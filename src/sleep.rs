@@ -183,15 +183,20 @@ impl Sleep {
         }
     }
 
-    /// Registers now (taking a slot of a limited timer), with a waker set on first poll.
+    /// Registers now (taking a slot of a limited timer), with a waker set on first poll; as a
+    /// `Timeout`'s delay with `timeout` (see [`mark_timeout`](Self::mark_timeout)).
     pub(crate) fn new_registered(
         shard: Arc<Shard>,
         deadline: Instant,
+        timeout: bool,
     ) -> Result<Sleep, TimerError> {
         if shard.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
         let mut sleep = Sleep::new(shard, deadline);
+        if timeout {
+            sleep.mark_timeout();
+        }
         sleep.entry.owner = sleep.register_now()?;
         Ok(sleep)
     }
@@ -217,6 +222,21 @@ impl Sleep {
                 Outcome::Shutdown => return Err(TimerError::Shutdown),
             },
         )
+    }
+
+    /// Makes this the delay of a `Timeout`: its timer is filed as a timeout, which a firing
+    /// pass wakes after the other timers due with it (see `driver::Wakers`). Before it is
+    /// first registered, or when [`new_registered`](Self::new_registered) made it one.
+    #[inline]
+    pub(crate) fn mark_timeout(&mut self) {
+        self.entry.set_timeout();
+    }
+
+    /// This sleep, [marked](Self::mark_timeout) as a timeout's delay (the integrations' limits
+    /// on connections and bodies, which are timeouts without a `Timeout`).
+    pub(crate) fn into_timeout_delay(mut self) -> Sleep {
+        self.mark_timeout();
+        self
     }
 
     /// The shard of this `Sleep`'s timer.
@@ -578,6 +598,12 @@ impl Timer {
     ///
     /// As [`try_sleep`](Timer::try_sleep): [`TimerError::Full`] or [`TimerError::Shutdown`].
     pub fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, TimerError> {
-        Sleep::new_registered(self.shard().clone(), deadline)
+        Sleep::new_registered(self.shard().clone(), deadline, false)
+    }
+
+    /// [`try_sleep_until`](Timer::try_sleep_until) for the delay of a `Timeout` (see
+    /// [`Sleep::mark_timeout`]).
+    pub(crate) fn try_timeout_delay_until(&self, deadline: Instant) -> Result<Sleep, TimerError> {
+        Sleep::new_registered(self.shard().clone(), deadline, true)
     }
 }

@@ -111,7 +111,8 @@ pin_project! {
 
 impl<T> Timeout<T> {
     #[inline]
-    pub(crate) fn new(value: T, delay: Sleep) -> Timeout<T> {
+    pub(crate) fn new(value: T, mut delay: Sleep) -> Timeout<T> {
+        delay.mark_timeout();
         Timeout { value, delay }
     }
 
@@ -232,7 +233,7 @@ impl Timer {
         deadline: Instant,
         future: F,
     ) -> Result<Timeout<F::IntoFuture>, TimerError> {
-        let sleep = self.try_sleep_until(deadline)?;
-        Ok(Timeout::new(future.into_future(), sleep))
+        let delay = self.try_timeout_delay_until(deadline)?;
+        Ok(Timeout::new(future.into_future(), delay))
     }
 }

@@ -499,3 +499,42 @@ async fn an_idle_error_rewrapped_in_an_io_error_is_still_told_apart() {
     let transport = io::Error::new(io::ErrorKind::TimedOut, io::Error::other("kernel"));
     assert!(!IdleTimeout::is_idle_error(&transport));
 }
+
+/// An idle limit is a timeout: a firing pass wakes it after the sleeps due with it (see the
+/// crate's "Wake order"), so a connection's cut-off is not queued behind a burst. A
+/// current-thread runtime runs tasks in the order they are woken, which shows that order.
+#[tokio::test(start_paused = true)]
+async fn a_pass_wakes_an_idle_limit_after_the_sleeps_due_with_it() {
+    use std::sync::{Arc, Mutex};
+    use tokio_timing_wheel::sleep_wheel_until;
+
+    Timer::current(); // the timer's time starts now
+    let start = Instant::now();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let (mut conn, _peer) = pair(Duration::from_micros(100_050));
+    let idle = {
+        let order = order.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 8];
+            assert_timed_out(conn.read(&mut buf).await);
+            order.lock().unwrap().push("idle");
+        })
+    };
+    // After a pass at 95 ms, sleeps due at 100.1-100.3 ms, a few ticks ahead.
+    tokio_timing_wheel::sleep_wheel(ms(95)).await;
+    let shorts: Vec<_> = (0..3)
+        .map(|i| {
+            let order = order.clone();
+            let at = start + Duration::from_micros(100_100 + 100 * i);
+            tokio::spawn(async move {
+                sleep_wheel_until(at).await;
+                order.lock().unwrap().push("short");
+            })
+        })
+        .collect();
+    idle.await.unwrap();
+    for s in shorts {
+        s.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), ["short", "short", "short", "idle"]);
+}

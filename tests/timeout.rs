@@ -733,3 +733,77 @@ async fn a_timeout_that_never_elapses_does_not_move_paused_time() {
     drop(ours);
     assert_eq!(Timer::current().pending(), 0);
 }
+
+/// Under a backlog Tokio's worker queue keeps the tasks woken after a burst overflowed it, and
+/// sends most of the burst to the back of its global queue: a pass wakes the timers due in it
+/// long ones first, short ones next, and timeouts (however they were made) last, so a timeout's
+/// task, which ends work its caller stopped waiting for, is not queued behind the burst. A
+/// current-thread runtime runs tasks in the order they are woken, which shows that order.
+#[tokio::test(start_paused = true)]
+async fn a_pass_wakes_timeouts_after_the_sleeps_due_with_them() {
+    use std::sync::Mutex;
+    use tokio_timing_wheel::{sleep_wheel, sleep_wheel_until};
+
+    let timer = Timer::current(); // the timer's time starts now
+    let start = Instant::now();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let record = |what: &'static str, done: Pin<Box<dyn Future<Output = ()> + Send>>| {
+        let order = order.clone();
+        tokio::spawn(async move {
+            done.await;
+            order.lock().unwrap().push(what);
+        })
+    };
+    let at = move |us: u64| start + Duration::from_micros(us);
+    let never = std::future::pending::<()>;
+    // Filed 100 ms ahead: all four in a level above the first.
+    let long = record("long", Box::pin(sleep_wheel_until(at(100_500))));
+    let t1 = record(
+        "timeout",
+        Box::pin(async move {
+            timeout(Duration::from_micros(100_050), never())
+                .await
+                .unwrap_err();
+        }),
+    );
+    let t2 = record(
+        "try_timeout",
+        Box::pin(async move {
+            let t = timer.try_timeout(Duration::from_micros(100_250), never());
+            t.unwrap().await.unwrap_err();
+        }),
+    );
+    let t3 = record(
+        "timeout_at",
+        Box::pin(async move {
+            timeout_at(at(100_450), never()).await.unwrap_err();
+        }),
+    );
+    // A pass at 95 ms brings the wheel's time there: sleeps filed then for 100.1-100.4 ms are
+    // a few ticks ahead, in the first level.
+    sleep_wheel(Duration::from_millis(95)).await;
+    let shorts: Vec<_> = (0..4)
+        .map(|i| record("short", Box::pin(sleep_wheel_until(at(100_100 + 100 * i)))))
+        .collect();
+    for task in [long, t1, t2, t3].into_iter().chain(shorts) {
+        task.await.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    assert_eq!(
+        order,
+        [
+            "long",
+            "short",
+            "short",
+            "short",
+            "short",
+            "timeout",
+            "try_timeout",
+            "timeout_at"
+        ]
+    );
+    assert!(
+        Instant::now() <= start + Duration::from_millis(101),
+        "one pass, at 101 ms"
+    );
+}

@@ -95,6 +95,8 @@ pub(crate) struct TimerEntry<S = ()> {
     index: u32,
     /// The wheel time of the deadline filed.
     units: u64,
+    /// A `Timeout`'s entry: filed as one, for its pass to wake it last (see `Wakers`).
+    timeout: bool,
     /// The owning future's own state.
     pub(crate) owner: S,
 }
@@ -129,8 +131,20 @@ impl<S> TimerEntry<S> {
             generation: 0,
             index: 0,
             units: 0,
+            timeout: false,
             owner,
         }
+    }
+
+    /// Marks the entry as a `Timeout`'s: every registration from now on is filed as one (see
+    /// `Wakers`). Before the first registration (or on one marked already).
+    #[inline]
+    pub(crate) fn set_timeout(&mut self) {
+        debug_assert!(
+            self.timeout || self.waker_vtable.is_none(),
+            "marked as a timeout after registering as a sleep"
+        );
+        self.timeout = true;
     }
 
     /// The identity of the waker the wheel entry holds, if registered.
@@ -231,7 +245,7 @@ impl<S> TimerEntry<S> {
         let units = driver.clock.deadline_to_units(deadline);
         let waker = waker.clone();
         let id = WakerId::of(&waker);
-        match self.shard.register(units, waker) {
+        match self.shard.register_as(units, waker, self.timeout) {
             Ok(Some(key)) => {
                 self.set_registered(Registered {
                     key,

@@ -32,7 +32,7 @@ use std::thread;
 
 use super::entry::{Outcome, TimerEntry};
 use super::shard::Shard;
-use super::{wake_all, Driver, FireReport, Wakers};
+use super::{Driver, FireReport, Wakers};
 use crate::loom::{model, AtomicUsize};
 
 /// One hour in wheel time (nanoseconds): far enough that nothing fires during a model.
@@ -324,7 +324,7 @@ fn fire(shard: &Shard, now: u64) -> usize {
     let mut wakers = Wakers::default();
     shard.fire_due(now, &mut wakers, &mut fired);
     // As a pass does once every shard is done.
-    wake_all(&mut wakers.later);
+    wakers.wake_held();
     fired.entries
 }
 

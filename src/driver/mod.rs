@@ -109,23 +109,56 @@ pub(crate) struct Driver {
 
 /// The wakers of a pass, in the order it wakes them.
 ///
-/// Under load Tokio's run queue keeps the first tasks woken in a burst and sends the rest to
-/// the tail of its global queue, behind every task already queued there: the order of a pass's
-/// wakes decides which timers' tasks run soon. Timers that waited in a level above the first
-/// (set further ahead than that level's span, 64 ticks: timeouts, leases) are woken as each
-/// batch is taken, and short ones (sleeps of a few ticks, such as a backend's latency) once
-/// every shard is done, up to [`LATER_MAX`] of them (past that, with the long ones). So a
-/// timeout is not queued behind the burst of short sleeps due with it, as in Tokio's wheel,
-/// which wakes a slot's entries in the order they reached it, those cascaded from above first.
+/// Under load the order of a pass's wakes decides which timers' tasks run soon. A pass runs
+/// where Tokio fires its own timers, on a worker, so each wake pushes a task onto that worker's
+/// queue (256 tasks). When a burst fills it, Tokio keeps the older half and moves the newer
+/// half, with the task being pushed, to the tail of the global queue, behind every task queued
+/// there: of a burst, the tasks woken while the queue's first half had room and those woken
+/// after its last overflow run soon, the rest wait for the backlog.
+///
+/// So a pass wakes timers that waited in a level above the first (set further ahead than that
+/// level's span, 64 ticks: long sleeps, leases) as each batch is taken; short ones (sleeps of a
+/// few ticks, such as a backend's latency) once every shard is done; and timeouts (entries a
+/// `Timeout` filed: a deadline that ends work the caller has stopped waiting for) after those,
+/// last, where the queue keeps them. Up to [`LATER_MAX`] wakers wait for the end of the pass;
+/// past that, the rest are woken with the long ones. (Tokio's wheel wakes a slot's entries in
+/// the order they reached it, those cascaded from above first; timeouts and long sleeps then
+/// share the front of the burst.)
 #[derive(Debug, Default)]
 pub(crate) struct Wakers {
     /// Woken after each lock hold.
     pub(crate) now: Vec<Waker>,
-    /// Woken at the end of the pass.
+    /// Short timers: woken at the end of the pass.
     pub(crate) later: Vec<Waker>,
+    /// Timeouts: woken at the end of the pass, after `later`.
+    pub(crate) last: Vec<Waker>,
 }
 
-/// At most this many short timers' wakers wait for the end of a pass (16 bytes each).
+impl Wakers {
+    /// Files a fired timer's waker by its kind (see the type's documentation).
+    #[inline]
+    pub(crate) fn push(&mut self, waker: Waker, long: bool, timeout: bool) {
+        let list = if self.later.len() + self.last.len() >= LATER_MAX {
+            &mut self.now
+        } else if timeout {
+            &mut self.last
+        } else if long {
+            &mut self.now
+        } else {
+            &mut self.later
+        };
+        list.push(waker);
+    }
+
+    /// Wakes what waits for the end of the pass, in order.
+    pub(crate) fn wake_held(&mut self) {
+        wake_all(&mut self.later);
+        wake_all(&mut self.last);
+    }
+}
+
+/// At most this many wakers (short timers and timeouts) wait for the end of a pass (16 bytes
+/// each).
 pub(crate) const LATER_MAX: usize = 4096;
 
 impl fmt::Debug for Driver {
@@ -450,7 +483,7 @@ impl Driver {
                 next = Some(next.map_or(h, |n| n.min(h)));
             }
         }
-        wake_all(&mut wakers.later);
+        wakers.wake_held();
         drop(wakers);
         if total.entries > 0 {
             self.lateness.add(&total.lateness);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use super::entry::WakerId;
-use super::{panicked, wake_all, Driver, FireReport, Wakers, BATCH, LATER_MAX};
+use super::{panicked, wake_all, Driver, FireReport, Wakers, BATCH};
 use crate::error::TimerError;
 use crate::loom::{lock, try_lock, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
@@ -151,7 +151,19 @@ impl Shard {
     /// is the shard's earliest work. `Ok(None)` when the wheel's time has already
     /// reached `deadline` (nothing is filed; it is due now).
     pub(super) fn register(&self, deadline: u64, waker: Waker) -> Result<Option<Key>, TimerError> {
-        self.register_entry(deadline, waker, false)
+        self.register_entry(deadline, waker, false, false)
+    }
+
+    /// [`register`](Self::register), for a `Timeout`'s entry (`timeout`), which its pass
+    /// wakes last (see [`Wakers`]).
+    #[inline]
+    pub(super) fn register_as(
+        &self,
+        deadline: u64,
+        waker: Waker,
+        timeout: bool,
+    ) -> Result<Option<Key>, TimerError> {
+        self.register_entry(deadline, waker, false, timeout)
     }
 
     /// Like [`register`](Self::register), but the entry is persistent: when it fires, its
@@ -168,7 +180,7 @@ impl Shard {
         deadline: u64,
         waker: Waker,
     ) -> Result<Key, TimerError> {
-        match self.register_entry(deadline, waker, true)? {
+        match self.register_entry(deadline, waker, true, false)? {
             Some(key) => Ok(key),
             None => unreachable!("persistent entries are always filed"),
         }
@@ -179,6 +191,7 @@ impl Shard {
         deadline: u64,
         waker: Waker,
         persistent: bool,
+        timeout: bool,
     ) -> Result<Option<Key>, TimerError> {
         self.driver.reserve()?;
         let mut wheel = self.lock();
@@ -202,7 +215,7 @@ impl Shard {
             (true, false) => wheel.insert_persistent(deadline, waker),
             (true, true) => wheel.insert_persistent_unreachable(waker),
             (false, true) => wheel.insert_unreachable(waker),
-            (false, false) => wheel.insert(deadline, waker),
+            (false, false) => wheel.insert_as(deadline, waker, timeout),
         };
         let key = match inserted {
             Ok(key) => key,
@@ -451,9 +464,9 @@ impl Shard {
     }
 
     /// The shard's step of a firing pass: hands out everything due at `now`, a bounded batch
-    /// per lock hold (waking each batch after releasing the lock, short timers aside: see
-    /// [`Wakers`]), and adds what it did to `fired`, setting `fired.next` to the shard's next
-    /// expiration.
+    /// per lock hold (waking each batch after releasing the lock, short timers and timeouts
+    /// aside: see [`Wakers`]), and adds what it did to `fired`, setting `fired.next` to the
+    /// shard's next expiration.
     pub(crate) fn fire_due(&self, now: u64, wakers: &mut Wakers, fired: &mut FireReport) {
         loop {
             let mut wheel = self.lock();
@@ -476,11 +489,7 @@ impl Shard {
                         slots += usize::from(!e.parked);
                         fired.lateness.record(e.deadline, now);
                         fired.entries += 1;
-                        if e.long || wakers.later.len() >= LATER_MAX {
-                            wakers.now.push(e.value);
-                        } else {
-                            wakers.later.push(e.value);
-                        }
+                        wakers.push(e.value, e.long, e.timeout);
                     }
                     Step::Done => break false,
                     Step::Yield => break true,

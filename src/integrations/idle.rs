@@ -334,14 +334,18 @@ fn wait_idle(
     };
     let sleep = match slot {
         Some(sleep) => sleep,
-        None => slot.insert(timer.try_sleep_until(deadline)?),
+        None => slot.insert(timer.try_timeout_delay_until(deadline)?),
     };
     // Its timer shut down since it was filed (whether or not a wait was pending then, or
     // activity came since): a new sleep, as for the first wait (on the runtime's new default
     // timer), rather than one that completes at once, cutting the limit short. On an explicit
     // timer that was shut down, the new one completes at once too.
     let placed = if sleep.shard().is_shutdown() {
-        Some(timer.try_sleep_until(deadline).map(|new| *sleep = new))
+        Some(
+            timer
+                .try_timeout_delay_until(deadline)
+                .map(|new| *sleep = new),
+        )
     } else if sleep.deadline() != deadline {
         // Activity since the last wait: a later deadline, one comparison in the wheel.
         Some(Pin::new(&mut *sleep).try_reset(deadline))

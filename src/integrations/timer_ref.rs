@@ -69,7 +69,10 @@ impl TimerRef {
         duration: std::time::Duration,
         make: impl FnOnce() -> F,
     ) -> Result<crate::Timeout<F::IntoFuture>, crate::TimerError> {
-        match self.bounded().map(|t| t.try_sleep(duration)) {
+        match self
+            .bounded()
+            .map(|t| t.try_timeout_delay_until(crate::clock::deadline_after(t.now(), duration)))
+        {
             None | Some(Err(crate::TimerError::Shutdown)) => Ok(self.timeout(duration, make())),
             Some(Ok(slot)) => Ok(crate::Timeout::new(make().into_future(), slot)),
             Some(Err(full)) => Err(full),
@@ -83,7 +86,7 @@ impl TimerRef {
         deadline: Instant,
         make: impl FnOnce() -> F,
     ) -> Result<crate::Timeout<F::IntoFuture>, crate::TimerError> {
-        match self.bounded().map(|t| t.try_sleep_until(deadline)) {
+        match self.bounded().map(|t| t.try_timeout_delay_until(deadline)) {
             None | Some(Err(crate::TimerError::Shutdown)) => Ok(self.timeout_at(deadline, make())),
             Some(Ok(slot)) => Ok(crate::Timeout::new(make().into_future(), slot)),
             Some(Err(full)) => Err(full),
@@ -93,9 +96,24 @@ impl TimerRef {
     /// [`sleep_until`](Self::sleep_until), except that on a timer with a `max_pending` limit
     /// the sleep takes its slot now, and fails with the error if the timer is full (never with
     /// `Shutdown`: a sleep on a shut-down timer resolves when polled).
+    #[cfg(feature = "hyper")] // `HyperTimer`'s sleeps
     pub(crate) fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, crate::TimerError> {
         match self.bounded().map(|t| t.try_sleep_until(deadline)) {
             None | Some(Err(crate::TimerError::Shutdown)) => Ok(self.sleep_until(deadline)),
+            Some(result) => result,
+        }
+    }
+
+    /// [`try_sleep_until`](Self::try_sleep_until) for a limit that is a timeout (an idle
+    /// connection's, a body's): the sleep is [marked](Sleep::mark_timeout) as one.
+    pub(crate) fn try_timeout_delay_until(
+        &self,
+        deadline: Instant,
+    ) -> Result<Sleep, crate::TimerError> {
+        match self.bounded().map(|t| t.try_timeout_delay_until(deadline)) {
+            None | Some(Err(crate::TimerError::Shutdown)) => {
+                Ok(self.sleep_until(deadline).into_timeout_delay())
+            }
             Some(result) => result,
         }
     }

@@ -47,6 +47,12 @@ pub(crate) struct Entry<T> {
     /// from the wheel's time then (a timeout, a lease; not a sleep of a few ticks). Reported
     /// when it fires ([`Expired::long`](super::step::Expired::long)).
     pub(crate) long: bool,
+    /// Set by the owner when it inserted the entry ([`Wheel::insert_as`]): a timer that
+    /// bounds other work. Reported when it fires
+    /// ([`Expired::timeout`](super::step::Expired::timeout)).
+    ///
+    /// [`Wheel::insert_as`]: super::Wheel::insert_as
+    pub(crate) timeout: bool,
     pub(crate) value: T,
 }
 

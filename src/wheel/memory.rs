@@ -34,9 +34,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
                 generation: e.generation,
             };
             let to = if e.bucket == PARKED {
-                self.insert_parked(e.deadline, e.value, e.persistent)
+                self.insert_parked(e.deadline, e.value, e.persistent, e.timeout)
             } else {
-                self.insert_entry(e.deadline, e.value, e.persistent)
+                self.insert_entry(e.deadline, e.value, e.persistent, e.timeout)
             };
             if let Ok(to) = to {
                 moved.push((from, to));

@@ -238,7 +238,20 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// Inserts `value` to expire at `deadline`. A deadline at or before the wheel's time
     /// comes out on the next [`poll`](Self::poll); `u64::MAX` waits until time reaches it.
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Result<Key, Full<T>> {
-        self.insert_entry(deadline, value, false)
+        self.insert_entry(deadline, value, false, false)
+    }
+
+    /// [`insert`](Self::insert), the entry marked as a timeout (a timer that bounds other
+    /// work) if `timeout`: the mark changes nothing here, and comes back with the entry when
+    /// it fires ([`Expired::timeout`]), for the owner to order its wakes by.
+    #[inline]
+    pub(crate) fn insert_as(
+        &mut self,
+        deadline: u64,
+        value: T,
+        timeout: bool,
+    ) -> Result<Key, Full<T>> {
+        self.insert_entry(deadline, value, false, timeout)
     }
 
     /// Inserts `value` for the one deadline an owner's time never reaches, `u64::MAX` (the
@@ -253,12 +266,18 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// [`insert_unreachable`](Self::insert_unreachable), for a one-shot or a persistent entry
     /// (which then is not [parked](Self::is_parked): it has not fired).
     fn insert_unreachable_entry(&mut self, value: T, persistent: bool) -> Result<Key, Full<T>> {
-        self.insert_parked(u64::MAX, value, persistent)
+        self.insert_parked(u64::MAX, value, persistent, false)
     }
 
     /// Inserts an entry straight onto the parked list: an unreachable one (`u64::MAX`), or a
     /// persistent one that fired at `deadline` (as `compact` carries it over).
-    fn insert_parked(&mut self, deadline: u64, value: T, persistent: bool) -> Result<Key, Full<T>> {
+    fn insert_parked(
+        &mut self,
+        deadline: u64,
+        value: T,
+        persistent: bool,
+        timeout: bool,
+    ) -> Result<Key, Full<T>> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
         }
@@ -272,6 +291,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             bucket: NIL,
             persistent,
             long: false,
+            timeout,
             value,
         }) as u32;
         self.parked.push_back(&mut self.entries, idx, PARKED);
@@ -282,7 +302,13 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         })
     }
 
-    fn insert_entry(&mut self, deadline: u64, value: T, persistent: bool) -> Result<Key, Full<T>> {
+    fn insert_entry(
+        &mut self,
+        deadline: u64,
+        value: T,
+        persistent: bool,
+        timeout: bool,
+    ) -> Result<Key, Full<T>> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
         }
@@ -305,6 +331,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             bucket: NIL,
             persistent,
             long: false,
+            timeout,
             value,
         }) as u32;
         if stage {
@@ -597,7 +624,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             generation: entry.generation,
         };
         let deadline = entry.deadline;
-        let long = entry.long;
+        let (long, timeout) = (entry.long, entry.timeout);
         if entry.persistent {
             let value = P::take(&mut entry.value);
             self.parked.push_back(&mut self.entries, idx, PARKED);
@@ -608,6 +635,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
                 value,
                 parked: true,
                 long,
+                timeout,
             };
         }
         let entry = self.entries.remove(idx as usize);
@@ -620,6 +648,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             value: entry.value,
             parked: false,
             long,
+            timeout,
         }
     }
 

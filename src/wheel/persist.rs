@@ -52,7 +52,7 @@ impl<T, P: Persistent<T>> Wheel<T, P> {
     /// [`reschedule`](Self::reschedule) files it again or [`remove`](Self::remove) takes it
     /// out. One entry then serves a periodic timer for its whole life.
     pub(crate) fn insert_persistent(&mut self, deadline: u64, value: T) -> Result<Key, Full<T>> {
-        self.insert_entry(deadline, value, true)
+        self.insert_entry(deadline, value, true, false)
     }
 
     /// [`insert_persistent`](Self::insert_persistent) for the deadline time never reaches,

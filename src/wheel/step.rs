@@ -35,6 +35,9 @@ pub(crate) struct Expired<T> {
     /// The entry waited in a level above the first (see `Entry::long`): the driver wakes such
     /// timers first in a pass.
     pub(crate) long: bool,
+    /// The owner inserted it as a timeout (see `Entry::timeout`): the driver wakes such timers
+    /// last in a pass.
+    pub(crate) timeout: bool,
 }
 
 /// What one step of [`Wheel::poll_within`](super::Wheel::poll_within) found.

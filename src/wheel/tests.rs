@@ -1166,6 +1166,24 @@ fn compact_keeps_parked_entries_parked() {
     assert_eq!(wheel.len(), 2);
 }
 
+/// An entry inserted as a timeout comes out marked as one, whatever the level it waited in,
+/// rescheduled and compacted alike; other entries never are. (The driver wakes timeouts last
+/// in a pass.)
+#[test]
+fn an_entry_inserted_as_a_timeout_comes_out_marked() {
+    let mut wheel: Wheel<u64> = Wheel::new(4);
+    let near = wheel.insert_as(2, 1, true).unwrap();
+    let far = wheel.insert_as(40, 2, true).unwrap();
+    wheel.insert(3, 3).unwrap();
+    wheel.insert(41, 4).unwrap();
+    assert!(wheel.reschedule(near, 5));
+    let moved: std::collections::HashMap<Key, Key> = wheel.compact().into_iter().collect();
+    assert!(wheel.reschedule(moved[&far], 39));
+    wheel.assert_invariants();
+    let got: Vec<_> = wheel.advance(100).map(|e| (e.value, e.timeout)).collect();
+    assert_eq!(got, [(3, false), (1, true), (2, true), (4, false)]);
+}
+
 /// What the proptest shrank the case above to, on a staging wheel: the unreachable entry,
 /// filed into a bucket, lowered the promised wake below the driver's.
 #[test]

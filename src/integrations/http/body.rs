@@ -198,7 +198,7 @@ where
                         // Its timer shut down since the last wait: a new timer, as at the
                         // first wait (with the default timer, the runtime's new one), rather
                         // than one that fails the body at once.
-                        match me.timer.try_sleep_until(deadline) {
+                        match me.timer.try_timeout_delay_until(deadline) {
                             Ok(new) => *sleep = new,
                             Err(e) => return full(e),
                         }
@@ -211,7 +211,7 @@ where
             }
             None => {
                 let deadline = deadline_after(Instant::now(), *me.timeout);
-                let new = match me.timer.try_sleep_until(deadline) {
+                let new = match me.timer.try_timeout_delay_until(deadline) {
                     Ok(new) => new,
                     Err(e) => return full(e),
                 };

@@ -51,15 +51,16 @@ pub(crate) struct ConnCtx {
 
 impl ConnCtx {
     /// The connection's timer, for `at`; on an explicit timer with `max_pending` it takes its
-    /// slot now, and fails if the timer is full.
+    /// slot now, and fails if the timer is full. Marked as a timeout's delay (see
+    /// [`Sleep::mark_timeout`]): it ends a connection.
     fn try_sleep_until(&self, at: Instant) -> Result<Sleep, TimerError> {
         match &self.timer {
-            Some(t) if t.shard().is_bounded() => match t.try_sleep_until(at) {
-                Err(TimerError::Shutdown) => Ok(t.sleep_until(at)),
+            Some(t) if t.shard().is_bounded() => match t.try_timeout_delay_until(at) {
+                Err(TimerError::Shutdown) => Ok(t.sleep_until(at).into_timeout_delay()),
                 placed => placed,
             },
-            Some(t) => Ok(t.sleep_until(at)),
-            None => Ok(crate::sleep_wheel_until(at)),
+            Some(t) => Ok(t.sleep_until(at).into_timeout_delay()),
+            None => Ok(crate::sleep_wheel_until(at).into_timeout_delay()),
         }
     }
 }
