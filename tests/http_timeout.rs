@@ -588,3 +588,55 @@ async fn a_body_waiting_when_the_default_timer_shuts_down_still_waits_its_limit(
     };
     assert!(err.is::<TimeoutError>());
 }
+
+/// A body's limit is a timeout: a firing pass wakes it after the sleeps due with it (see the
+/// crate's "Wake order"), also once the runtime's default timer shut down and the limit moved
+/// to the new one. A current-thread runtime runs tasks in the order they are woken.
+#[tokio::test(start_paused = true)]
+async fn a_pass_wakes_a_body_limit_after_the_sleeps_due_with_it() {
+    use std::sync::{Arc, Mutex};
+    use tokio_timing_wheel::{sleep_wheel_until, Timer};
+
+    for shutdown in [false, true] {
+        Timer::current(); // the timer's time starts now
+        let start = Instant::now();
+        let at = move |us: u64| start + Duration::from_micros(us);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(1);
+        let limited = {
+            let order = order.clone();
+            tokio::spawn(async move {
+                let mut body =
+                    std::pin::pin!(TimeoutBody::new(Duration::from_micros(1_000_050), body));
+                let frame = body.frame().await.expect("an error, not the end");
+                assert!(frame.unwrap_err().is::<TimeoutError>());
+                order.lock().unwrap().push("body");
+            })
+        };
+        tokio::time::sleep(ms(300)).await;
+        if shutdown {
+            // The limit moves to the runtime's new default timer, with the sleeps below.
+            Timer::current().shutdown();
+        }
+        tokio::time::sleep(ms(695)).await;
+        let shorts: Vec<_> = (0..3)
+            .map(|i| {
+                let order = order.clone();
+                tokio::spawn(async move {
+                    sleep_wheel_until(at(1_000_100 + 100 * i)).await;
+                    order.lock().unwrap().push("short");
+                })
+            })
+            .collect();
+        limited.await.unwrap();
+        for s in shorts {
+            s.await.unwrap();
+        }
+        drop(tx);
+        assert_eq!(
+            *order.lock().unwrap(),
+            ["short", "short", "short", "body"],
+            "shutdown: {shutdown}"
+        );
+    }
+}

@@ -214,11 +214,10 @@ async fn many_random_sleeps_fire_exactly_once_in_deadline_order() {
     assert_eq!(Timer::current().pending(), 0);
 }
 
-/// Under a backlog Tokio runs the first tasks woken in a burst soon and queues the rest behind
-/// every task already queued: a pass wakes a timer set further ahead than the first level's
-/// span (a timeout, here 100.5 ms ahead) before the short sleeps due in the same pass (5 ms
-/// ones, due before it), so its task runs first (a current-thread runtime runs tasks in the
-/// order they are woken).
+/// A pass wakes a sleep set further ahead than the first level's span (here 100.5 ms ahead)
+/// as it takes it, before the short sleeps due in the same pass (5 ms ones, due before it),
+/// which wait for the end of the pass, so its task runs first (a current-thread runtime runs
+/// tasks in the order they are woken). Timeouts come after both: see `tests/timeout.rs`.
 #[tokio::test(start_paused = true)]
 async fn a_pass_wakes_long_timers_before_short_ones_due_with_them() {
     Timer::current(); // the timer's time starts now

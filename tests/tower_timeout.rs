@@ -262,3 +262,65 @@ async fn a_response_first_polled_after_its_deadline_elapses_on_the_next_poll() {
     assert!(err.is::<tower::timeout::error::Elapsed>(), "{err}");
     assert_eq!(late.elapsed(), Duration::ZERO);
 }
+
+/// The layer's timeout is a timeout to the wheel: a firing pass wakes it after the sleeps due
+/// with it (see the crate's "Wake order"), on the runtime's default timer and on a `Timer`
+/// with `max_pending` (where the layer files it when the request arrives). A current-thread
+/// runtime runs tasks in the order they are woken.
+#[tokio::test(start_paused = true)]
+async fn a_pass_wakes_the_layers_timeout_after_the_sleeps_due_with_it() {
+    use std::sync::Mutex;
+
+    // The service's future is not `Send`: tasks on a `LocalSet`, which runs them in the order
+    // they are woken too.
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            for bounded in [false, true] {
+                let timer = if bounded {
+                    Timer::builder().max_pending(100).build().unwrap()
+                } else {
+                    Timer::current()
+                };
+                let start = Instant::now();
+                let at = move |us: u64| start + Duration::from_micros(us);
+                let order = Arc::new(Mutex::new(Vec::new()));
+                let layer = if bounded {
+                    TimeoutLayer::with_timer(Duration::from_micros(100_050), timer.clone())
+                } else {
+                    TimeoutLayer::new(Duration::from_micros(100_050))
+                };
+                let service = layer.layer(after(Duration::from_secs(3600)));
+                let call = {
+                    let order = order.clone();
+                    tokio::task::spawn_local(async move {
+                        assert!(service.oneshot(1).await.is_err());
+                        order.lock().unwrap().push("timeout");
+                    })
+                };
+                // A pass at 95 ms brings the wheel's time there: sleeps filed then for 100.1-100.3 ms
+                // are a few ticks ahead, in the first level.
+                timer.sleep(ms(95)).await;
+                let shorts: Vec<_> = (0..3)
+                    .map(|i| {
+                        let (order, sleep) =
+                            (order.clone(), timer.sleep_until(at(100_100 + 100 * i)));
+                        tokio::task::spawn_local(async move {
+                            sleep.await;
+                            order.lock().unwrap().push("short");
+                        })
+                    })
+                    .collect();
+                call.await.unwrap();
+                for s in shorts {
+                    s.await.unwrap();
+                }
+                assert_eq!(
+                    *order.lock().unwrap(),
+                    ["short", "short", "short", "timeout"],
+                    "bounded: {bounded}"
+                );
+            }
+        })
+        .await;
+}

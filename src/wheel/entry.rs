@@ -44,7 +44,7 @@ pub(crate) struct Entry<T> {
     /// A persistent entry is parked when it fires, not removed (see `Wheel::insert_persistent`).
     pub(crate) persistent: bool,
     /// Filed, at some point, in a level above the first: due further ahead than level 0's span
-    /// from the wheel's time then (a timeout, a lease; not a sleep of a few ticks). Reported
+    /// from the wheel's time then (a long sleep, a lease; not a sleep of a few ticks). Reported
     /// when it fires ([`Expired::long`](super::step::Expired::long)).
     pub(crate) long: bool,
     /// Set by the owner when it inserted the entry ([`Wheel::insert_as`]): a timer that

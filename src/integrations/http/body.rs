@@ -225,7 +225,7 @@ where
         if sleep.is_shutdown() && me.timer.is_default() {
             // The runtime's default timer shut down before the deadline: the rest is waited on
             // the runtime's new default timer, as `IdleTimeout` does, not reported as a timeout.
-            *sleep = crate::sleep_wheel_until(sleep.deadline());
+            *sleep = crate::sleep_wheel_until(sleep.deadline()).into_timeout_delay();
             ready!(Pin::new(&mut *sleep).poll(cx));
         }
         Poll::Ready(Some(Err(Box::new(TimeoutError::new()))))
