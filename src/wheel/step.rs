@@ -33,7 +33,7 @@ pub(crate) struct Expired<T> {
     /// A persistent entry: `value` is a clone, and the entry stays in the wheel, parked.
     pub(crate) parked: bool,
     /// The entry waited in a level above the first (see `Entry::long`): the driver wakes such
-    /// timers first in a pass.
+    /// timers as it takes them, ahead of the short ones (timeouts aside: see `timeout`).
     pub(crate) long: bool,
     /// The owner inserted it as a timeout (see `Entry::timeout`): the driver wakes such timers
     /// last in a pass.
