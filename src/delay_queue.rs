@@ -57,7 +57,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
@@ -68,9 +68,10 @@ use crate::clock::{deadline_after, far_future, Clock};
 use crate::driver::shard::Shard;
 use crate::error::TimerError;
 use crate::fallback::TokioSleep;
+use crate::loom::lock_std;
 use crate::sleep::Sleep;
 use crate::timer::Timer;
-use crate::wheel::{self, Wheel};
+use crate::wheel::{self, PeekCache, Wheel};
 
 /// Width of a level-0 bucket of a queue's wheel, about 1 ms: a power of two of nanoseconds,
 /// so placing an item takes shifts, not divisions (deadlines are kept exactly regardless).
@@ -159,6 +160,10 @@ pub struct DelayQueue<T> {
     /// back. Empty (no lookup cost beyond a length check) until a compaction moves an item.
     remap: HashMap<wheel::Key, wheel::Key>,
     unmap: HashMap<wheel::Key, wheel::Key>,
+    /// What [`peek`](DelayQueue::peek) found, kept for the next: a loop that peeks and removes
+    /// walks a crowded bucket a bounded number of times, not once per peek. Behind a lock (not
+    /// a `RefCell`) so the queue stays `Sync`; only `peek` takes it.
+    peeked: Mutex<PeekCache>,
 }
 
 /// A value and the instant it was given, exactly.
@@ -450,6 +455,7 @@ impl<T> DelayQueue<T> {
             waker: None,
             remap: HashMap::new(),
             unmap: HashMap::new(),
+            peeked: Mutex::new(PeekCache::default()),
         }
     }
 
@@ -528,6 +534,7 @@ impl<T> DelayQueue<T> {
                 panic!("tokio-timing-wheel: a DelayQueue holds at most about four billion items")
             }
         };
+        self.note_filed(key);
         self.head = self.head.map(|h| h.min(units));
         self.wake_if_before(units);
         Key(key)
@@ -664,6 +671,7 @@ impl<T> DelayQueue<T> {
         let old = std::mem::replace(&mut slot.deadline, deadline);
         let units = self.started_clock().deadline_to_units(deadline);
         self.wheel.reschedule(inner, units);
+        self.note_filed(inner);
         self.forget_head(old);
         self.head = self.head.map(|h| h.min(units));
         self.wake_if_before(units);
@@ -704,6 +712,13 @@ impl<T> DelayQueue<T> {
     /// The next item out has that deadline, and is that item unless others share the deadline:
     /// items with equal deadlines come out in any order, which `peek` does not predict.
     ///
+    /// A peek looks at the queue's earliest slots and keeps what it found sorted (the earliest
+    /// 1,024 items, or an eighth of a larger walk), so the next peeks, after removals, hand-outs,
+    /// inserts and resets, look at nothing more until that runs out: a loop that peeks and
+    /// removes touches each item a few times in all, however many share a slot. (tokio-util's
+    /// `peek` costs a look at each level, but names the first item of the earliest slot,
+    /// not always an earliest item.)
+    ///
     /// # Examples
     ///
     /// ```
@@ -718,7 +733,17 @@ impl<T> DelayQueue<T> {
     /// assert_eq!(queue.peek(), Some(b));
     /// ```
     pub fn peek(&self) -> Option<Key> {
-        self.wheel.peek().map(|k| self.external(k))
+        let found = self.wheel.peek_cached(&mut lock_std(&self.peeked));
+        found.map(|k| self.external(k))
+    }
+
+    /// Keeps what `peek` found up to date with the item of wheel key `key`, just filed.
+    fn note_filed(&mut self, key: wheel::Key) {
+        let peeked = self
+            .peeked
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        peeked.note_filed(&self.wheel, key);
     }
 
     /// Number of items in the queue (expired ones not yet taken out included).
@@ -823,6 +848,7 @@ impl<T> DelayQueue<T> {
     pub fn shrink_to_fit(&mut self) {
         self.wheel.shrink_to_fit();
         self.shrink_maps();
+        self.forget_peeked();
     }
 
     /// Gives back every byte the items do not need, as tokio-util's `compact`: the items move
@@ -857,6 +883,15 @@ impl<T> DelayQueue<T> {
             }
         }
         self.shrink_maps();
+        self.forget_peeked();
+    }
+
+    /// Gives back what [`peek`](DelayQueue::peek) kept (it walks again next time).
+    fn forget_peeked(&mut self) {
+        *self
+            .peeked
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner) = PeekCache::default();
     }
 
     /// Gives back what the compaction key maps hold beyond their entries (an earlier
@@ -1403,6 +1438,45 @@ mod tests {
         assert!(q.poll_expired(&mut cx).is_ready(), "item 3 is due");
         assert!(q.poll_expired(&mut cx).is_pending());
         assert_eq!(q.armed, units(&q, at(4)));
+    }
+
+    /// A loop that peeks and removes, over items crowded in one slot of the wheel (a burst of
+    /// 30 s timeouts given within a millisecond), walks each item a few times in all, where a
+    /// peek that walked the slot each time walked n²/2 of them; and names them in deadline
+    /// order, resets and inserts between peeks included.
+    #[test]
+    fn peeks_between_removals_walk_a_crowded_slot_a_few_times() {
+        let mut q = DelayQueue::new();
+        let start = Instant::now();
+        let n = 20_000u64;
+        let at =
+            |i: u64| start + Duration::from_secs(30) + Duration::from_nanos(i * 7919 % 1_000_000);
+        let mut keys: HashMap<Key, u64> = (0..n).map(|i| (q.insert_at(i, at(i)), i)).collect();
+        let mut last = start;
+        let mut peeks = 0;
+        while let Some(key) = q.peek() {
+            let deadline = q.deadline(&key);
+            assert!(deadline >= last, "peek {peeks}: out of deadline order");
+            if peeks % 4999 == 0 {
+                let min = keys.keys().map(|k| q.deadline(k)).min();
+                assert_eq!(Some(deadline), min, "peek {peeks}: not the earliest");
+            }
+            last = deadline;
+            peeks += 1;
+            if peeks % 1000 == 0 {
+                // A reset of the next item a little later, and an insert earlier than all.
+                let (&next, _) = keys.iter().find(|(k, _)| **k != key).unwrap();
+                q.reset_at(&next, q.deadline(&next) + Duration::from_nanos(3));
+                let early = q.insert_at(n + peeks, deadline);
+                keys.insert(early, n + peeks);
+                assert_eq!(q.deadline(&q.peek().unwrap()), deadline, "the early insert");
+            }
+            keys.remove(&key);
+            q.remove(&key);
+        }
+        assert!(keys.is_empty());
+        let walked = lock_std(&q.peeked).walked();
+        assert!(walked <= 16 * n, "{walked} items walked for {peeks} peeks");
     }
 
     /// Moving items later leaves them where they are in the queue's wheel: no bucket is

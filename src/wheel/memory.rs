@@ -11,6 +11,8 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// Removes every entry, returning the values, and resets the wheel (its time is kept).
     pub(crate) fn drain_all(&mut self) -> Vec<T> {
         let entries = std::mem::take(&mut self.entries);
+        self.filings += 1;
+        self.last_filed = None;
         self.unlink_all();
         entries.into_iter().map(|(_, e)| e.value).collect()
     }
@@ -52,12 +54,17 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         }
         self.heap.shrink_to_fit();
         self.imminent.shrink_to_fit();
+        // Filed anew, every one (one filing each): no single filing a cache could be told of.
+        self.filings += 1;
+        self.last_filed = None;
         moved
     }
 
     /// Removes (and drops) every entry, keeping the slab's memory and the wheel's time. Keys
     /// handed out before stay stale for good: generations keep counting.
     pub(crate) fn clear(&mut self) {
+        self.filings += 1;
+        self.last_filed = None;
         self.entries.clear();
         self.unlink_all();
     }

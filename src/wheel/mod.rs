@@ -52,6 +52,7 @@ use self::entry::{Entry, List, DUE, IMMINENT, NIL, PARKED, STAGED};
 use self::imminent::Imminent;
 pub(crate) use self::level::MAX_WHEEL_SIZE;
 use self::level::{bucket_id, split, Geometry, Level};
+pub(crate) use self::peek::PeekCache;
 pub(crate) use self::persist::{OneShot, Persistence, Persistent};
 pub(crate) use self::step::{Expired, Full, Stats, Step};
 
@@ -94,6 +95,13 @@ pub(crate) struct Wheel<T, P = OneShot> {
     now_tick: u64,
     geo: Geometry,
     next_generation: u64,
+    /// Counts the changes that file an entry at a deadline (inserts, reschedules) or move or
+    /// drop entries wholesale (compaction, clearing): a [`PeekCache`] made
+    /// at one count knows of every waiting entry's deadline until the next.
+    filings: u64,
+    /// The entry the latest filing filed (`None` after a compaction, a clearing or a drain),
+    /// for the [`PeekCache`] told of one filing to check it is that one.
+    last_filed: Option<Key>,
     /// The earliest time at which work linked since the last `take_new_head` needs a wake,
     /// when that work is new to anyone who last asked for the next expiration: a bucket pushed
     /// to the heap, a due entry, a new imminent minimum, anything joining an empty wheel, or
@@ -167,6 +175,8 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             now_tick: 0,
             geo: Geometry::new(wheel_size, tick),
             next_generation: 1,
+            filings: 0,
+            last_filed: None,
             new_head: None,
             first_entry: false,
             unannounced: false,
@@ -281,6 +291,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
         }
+        self.filings += 1;
         let generation = self.next_generation;
         self.next_generation += 1;
         let idx = self.entries.insert(Entry {
@@ -296,10 +307,12 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         }) as u32;
         self.parked.push_back(&mut self.entries, idx, PARKED);
         self.parked_len += 1;
-        Ok(Key {
+        let key = Key {
             index: idx,
             generation,
-        })
+        };
+        self.last_filed = Some(key);
+        Ok(key)
     }
 
     fn insert_entry(
@@ -321,6 +334,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             self.first_entry = self.entries.len() == self.parked_len;
             self.unannounced |= self.first_entry;
         }
+        self.filings += 1;
         let generation = self.next_generation;
         self.next_generation += 1;
         let idx = self.entries.insert(Entry {
@@ -339,10 +353,12 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         } else {
             self.link(idx);
         }
-        Ok(Key {
+        let key = Key {
             index: idx,
             generation,
-        })
+        };
+        self.last_filed = Some(key);
+        Ok(key)
     }
 
     /// If an insert or reschedule since the last call may have moved
@@ -420,6 +436,8 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         if self.check(key).is_none() {
             return false;
         }
+        self.filings += 1;
+        self.last_filed = Some(key);
         let idx = key.index;
         if self.entries[idx as usize].bucket != PARKED {
             self.unlink(idx);
@@ -441,6 +459,8 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         if self.check(key).is_none() {
             return false;
         }
+        self.filings += 1;
+        self.last_filed = Some(key);
         let idx = key.index;
         let bucket = self.entries[idx as usize].bucket;
         let stays = match bucket {

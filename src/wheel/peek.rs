@@ -1,8 +1,64 @@
 //! Which entry the wheel hands out next, found without advancing time.
 
-use super::entry::{List, NIL};
+use super::entry::{List, NIL, PARKED};
 use super::persist::Persistence;
 use super::{Key, Wheel};
+
+/// What [`Wheel::peek_cached`] keeps between calls, so that repeated peeks (a loop that peeks
+/// and removes, say) do not walk a crowded bucket again each time: waiting entries sorted by
+/// deadline, and a bound below which no other waiting entry has its deadline.
+#[derive(Debug, Default)]
+pub(crate) struct PeekCache {
+    /// Whether `sorted` and `bound` describe the wheel at its `filings` count `filings`.
+    valid: bool,
+    filings: u64,
+    /// Deadlines and keys, sorted by deadline from `pos` on (the entries before `pos` were
+    /// found gone). An entry removed or moved since stays here, and is skipped: its key no
+    /// longer matches, or its deadline no longer does.
+    sorted: Vec<(u64, Key)>,
+    pos: usize,
+    /// Every waiting entry not in `sorted` has its deadline at or after this.
+    bound: u64,
+    /// Entries looked at by the walks that made the cache, over its life.
+    walked: u64,
+}
+
+/// Entries a walk of a crowded bucket keeps sorted, at least: more (an eighth of those
+/// walked) on larger walks, so a loop that peeks and removes walks each entry a bounded number
+/// of times on average rather than once per peek.
+const PEEK_KEEP: usize = 1024;
+
+impl PeekCache {
+    /// Brings the cache up to date after the owner filed entry `key` of `wheel` (an insert or
+    /// a reschedule that took) and nothing else since the cache last was: otherwise (a
+    /// filing it was not told of, or a reschedule of a stale key) it is made again at the
+    /// next peek.
+    pub(crate) fn note_filed<T, P: Persistence<T>>(&mut self, wheel: &Wheel<T, P>, key: Key) {
+        if !self.valid
+            || self.filings.wrapping_add(1) != wheel.filings
+            || wheel.last_filed != Some(key)
+        {
+            self.valid = false;
+            return;
+        }
+        self.filings = wheel.filings;
+        let deadline = match wheel.entries.get(key.index as usize) {
+            Some(e) if e.generation == key.generation && e.bucket != PARKED => e.deadline,
+            _ => return, // parked entries are not peeked
+        };
+        if deadline >= self.bound {
+            return; // beyond the bound, as the entries left out are
+        }
+        let at = self.pos + self.sorted[self.pos..].partition_point(|&(d, _)| d <= deadline);
+        self.sorted.insert(at, (deadline, key));
+    }
+
+    /// Entries looked at by the walks that made this cache.
+    #[cfg(test)]
+    pub(crate) fn walked(&self) -> u64 {
+        self.walked
+    }
+}
 
 impl<T, P: Persistence<T>> Wheel<T, P> {
     /// The entry that [`poll`](Self::poll) hands out first once time allows: the head of the
@@ -12,6 +68,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// Costs one look at every bucket, plus a walk of the buckets that can hold the earliest
     /// deadline: an entry's deadline is never before its bucket's expiration, so only
     /// buckets expiring before the best deadline found so far need a walk (usually one).
+    /// Every call walks again: the reference [`peek_cached`](Self::peek_cached) is tested
+    /// against.
+    #[cfg(test)]
     pub(crate) fn peek(&self) -> Option<Key> {
         if self.due.head != NIL {
             return Some(self.key_of(self.due.head));
@@ -47,6 +106,109 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             }
         }
         best.map(|(_, idx)| self.key_of(idx))
+    }
+
+    /// The entry that [`poll`](Self::poll) hands out first once time allows: the head of the
+    /// due list if any entry is due, otherwise an entry with the earliest deadline (ties in
+    /// any order). Parked entries are not counted. `None` when no entry waits.
+    ///
+    /// What a walk for it found is kept in `cache`: a peek after removals, hand-outs, or
+    /// inserts and reschedules the owner [noted](PeekCache::note_filed), walks nothing while
+    /// that lasts; another walks the buckets that can hold the earliest deadline (an entry's
+    /// deadline is never before its bucket's expiration), as the test-only `peek` does every
+    /// time, and keeps what it found sorted.
+    pub(crate) fn peek_cached(&self, cache: &mut PeekCache) -> Option<Key> {
+        if self.due.head != NIL {
+            return Some(self.key_of(self.due.head));
+        }
+        if cache.valid && cache.filings == self.filings {
+            while let Some(&(deadline, key)) = cache.sorted.get(cache.pos) {
+                let waits = matches!(
+                    self.entries.get(key.index as usize),
+                    Some(e) if e.generation == key.generation
+                        && e.deadline == deadline
+                        && e.bucket != PARKED
+                );
+                if waits {
+                    if deadline <= cache.bound {
+                        return Some(key);
+                    }
+                    break; // an entry left out may come first: walk again
+                }
+                cache.pos += 1;
+            }
+        }
+        self.fill_peek_cache(cache)
+    }
+
+    /// Walks as the test-only `peek` does, keeping every entry it looks at (the earliest
+    /// [`PEEK_KEEP`], or an eighth, when there are more) sorted in `cache`, and the earliest
+    /// expiration of the buckets it does not walk as the bound: what
+    /// [`peek_cached`](Self::peek_cached) answers from.
+    fn fill_peek_cache(&self, cache: &mut PeekCache) -> Option<Key> {
+        let sorted = &mut cache.sorted;
+        sorted.clear();
+        // Pushes the entries of `list`, lowering `best` to the earliest deadline pushed.
+        let collect = |sorted: &mut Vec<(u64, Key)>, best: &mut u64, list: &List| {
+            let mut idx = list.head;
+            while idx != NIL {
+                let e = &self.entries[idx as usize];
+                *best = (*best).min(e.deadline);
+                let key = Key {
+                    index: idx,
+                    generation: e.generation,
+                };
+                sorted.push((e.deadline, key));
+                idx = e.next;
+            }
+        };
+        let mut best = u64::MAX;
+        collect(sorted, &mut best, &self.imminent.list);
+        collect(sorted, &mut best, &self.staged);
+        let buckets = || {
+            self.levels.iter().enumerate().flat_map(|(l, level)| {
+                level
+                    .buckets
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| !b.list.is_empty())
+                    .map(move |(s, b)| ((l, s), b))
+            })
+        };
+        // The earliest bucket first, so that the pass below usually walks no other. An
+        // entry's deadline is never before its bucket's expiration: a bucket that expires at
+        // or after the best deadline found holds nothing earlier, and bounds what it holds.
+        let mut walked = None;
+        if let Some((at, b)) = buckets().min_by_key(|(_, b)| b.expiration) {
+            if sorted.is_empty() || b.expiration < best {
+                collect(sorted, &mut best, &b.list);
+                walked = Some(at);
+            }
+        }
+        let mut bound = u64::MAX;
+        for (at, b) in buckets() {
+            if Some(at) == walked {
+                continue;
+            }
+            if sorted.is_empty() || b.expiration < best {
+                collect(sorted, &mut best, &b.list);
+            } else {
+                bound = bound.min(b.expiration);
+            }
+        }
+        cache.walked += sorted.len() as u64;
+        let keep = (sorted.len() / 8).max(PEEK_KEEP);
+        if sorted.len() > keep {
+            sorted.select_nth_unstable_by_key(keep, |&(d, _)| d);
+            bound = bound.min(sorted[keep].0);
+            sorted.truncate(keep);
+        }
+        sorted.sort_unstable_by_key(|&(d, _)| d);
+        cache.pos = 0;
+        cache.bound = bound;
+        cache.filings = self.filings;
+        cache.valid = true;
+        cache.sorted.first().map(|&(_, key)| key)
     }
 
     /// The earliest deadline of the entries waiting (parked ones aside), exactly, or `None`

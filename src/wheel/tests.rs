@@ -6,7 +6,7 @@ use super::entry::NIL;
 use super::level::{split, Divider};
 use super::naive::Naive;
 use super::persist::{Copied, Persistence};
-use super::{Key, Step, Wheel};
+use super::{Key, PeekCache, Step, Wheel};
 
 /// Polls everything due at `now`, checking invariants after each step.
 fn drain(wheel: &mut Wheel<u64>, now: u64) -> Vec<(u64, u64)> {
@@ -780,6 +780,9 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
     }
     let mut model = Naive::default();
     let mut keys: Vec<(Key, u64)> = Vec::new();
+    // Kept across the operations, as a `DelayQueue` keeps it; told of the inserts and
+    // reschedules below as the queue tells it (the other filings it must notice itself).
+    let mut peeked = PeekCache::default();
     let mut now = 0u64;
     // What a driver arms for: every reported head, and the next expiration after each pass.
     let mut armed = u64::MAX;
@@ -822,6 +825,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
             Op::Insert(delta) => {
                 let deadline = now.saturating_add(delta);
                 let key = wheel.insert(deadline, id).unwrap();
+                peeked.note_filed(&wheel, key);
                 model.insert(id, deadline);
                 keys.push((key, id));
             }
@@ -843,6 +847,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                         .saturating_add(burst_offset(pattern, seed, i));
                     let id = 1 << 40 | id << 16 | i as u64;
                     let key = wheel.insert(deadline, id).unwrap();
+                    peeked.note_filed(&wheel, key);
                     model.insert(id, deadline);
                     keys.push((key, id));
                 }
@@ -881,6 +886,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     wheel.reschedule(key, deadline),
                     model.reschedule(id, deadline)
                 );
+                peeked.note_filed(&wheel, key);
             }
             Op::Advance(by) => {
                 // One short of `u64::MAX`, as a driver's clock (unreachable entries stay).
@@ -993,6 +999,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
             Op::InsertNear(_) | Op::InsertPast(_) => {
                 let deadline = relative_to(&op, wheel.now());
                 let key = wheel.insert(deadline, id).unwrap();
+                peeked.note_filed(&wheel, key);
                 model.insert(id, deadline);
                 keys.push((key, id));
             }
@@ -1003,6 +1010,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     wheel.reschedule(key, deadline),
                     model.reschedule(id, deadline)
                 );
+                peeked.note_filed(&wheel, key);
             }
             Op::Rearm { i, ahead, ago } => {
                 let parked: Vec<_> = keys
@@ -1043,6 +1051,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
         wheel.assert_invariants();
         assert_eq!(wheel.len(), model.len());
         check_peek(&wheel, &model);
+        check_peek_cached(&wheel, &mut peeked);
         for &(key, id) in &keys {
             assert_eq!(wheel.is_parked(key), model.is_parked(id), "parked {id}");
         }
@@ -1115,6 +1124,29 @@ fn check_peek<P: Persistence<u64>>(wheel: &Wheel<u64, P>, model: &Naive) {
             }
         }
     }
+}
+
+/// `peek_cached` gives `peek`'s answer: the same due entry, or an entry with the same deadline.
+fn check_peek_cached<P: Persistence<u64>>(wheel: &Wheel<u64, P>, cache: &mut PeekCache) {
+    let cached = wheel.peek_cached(cache);
+    let fresh = wheel.peek();
+    if !wheel.due.is_empty() {
+        assert_eq!(cached, fresh, "peek_cached: not the due list's head");
+        return;
+    }
+    let deadline = |key: Option<Key>| key.map(|k| wheel.deadline(k).expect("a live entry"));
+    assert_eq!(
+        deadline(cached),
+        deadline(fresh),
+        "peek_cached: not the earliest"
+    );
+    if let Some(key) = cached {
+        assert!(!wheel.is_parked(key), "peek_cached named a parked entry");
+    }
+    // Asked again with nothing changed, it walks nothing.
+    let walked = cache.walked();
+    assert_eq!(wheel.peek_cached(cache), cached);
+    assert_eq!(cache.walked(), walked, "a second peek walked again");
 }
 
 /// The case the proptest shrank the survivor-bucket miss to (see
@@ -1644,6 +1676,82 @@ fn shrink_to_fit_and_compact_give_back_the_imminent_queues() {
     }
 }
 
+/// A loop that peeks and removes, over entries crowded in one bucket (one tick, or one slot
+/// of the second level), sees them in deadline order and walks each entry a few times in all:
+/// a peek that walked the bucket every time walked n²/2 entries (200 million here).
+#[test]
+fn a_peek_and_remove_loop_over_a_crowded_bucket_walks_each_entry_a_few_times() {
+    let tick = 1_000_000;
+    for (from, spread) in [(5 * tick, tick), (2_000 * tick, 64 * tick)] {
+        let mut w: Wheel<u64> = Wheel::with_tick(64, tick);
+        w.order_due();
+        let n = 20_000u64;
+        let mut s = 0x1234_5678_9abc_def1u64;
+        let mut deadlines = Vec::new();
+        for i in 0..n {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let d = from + s % spread;
+            w.insert(d, i).unwrap();
+            deadlines.push(d);
+        }
+        deadlines.sort_unstable();
+        let mut cache = PeekCache::default();
+        let mut seen = 0;
+        while let Some(key) = w.peek_cached(&mut cache) {
+            assert_eq!(
+                w.deadline(key),
+                Some(deadlines[seen]),
+                "peek {seen}: not the earliest"
+            );
+            assert!(w.remove(key).is_some());
+            seen += 1;
+            if seen % 997 == 0 {
+                // An insert now and then, earlier than everything left: noted, not walked.
+                let walked = cache.walked();
+                let early = w.insert(deadlines[seen] - 1, n).unwrap();
+                cache.note_filed(&w, early);
+                assert_eq!(w.peek_cached(&mut cache), Some(early));
+                assert_eq!(
+                    cache.walked(),
+                    walked,
+                    "a noted insert made the cache again"
+                );
+                w.remove(early);
+            }
+        }
+        assert_eq!(seen, n as usize);
+        assert!(
+            cache.walked() <= 16 * n,
+            "{} entries walked for {n} peeks",
+            cache.walked()
+        );
+    }
+}
+
+/// Entries filed without a word to the cache (a compaction moves every key; an insert not
+/// noted) make it walk again, and it finds them.
+#[test]
+fn peek_cached_notices_filings_it_was_not_told_of() {
+    let mut w: Wheel<u64> = Wheel::with_tick(64, 1);
+    let mut cache = PeekCache::default();
+    let a = w.insert(50, 0).unwrap();
+    assert_eq!(w.peek_cached(&mut cache), Some(a));
+    let b = w.insert(20, 1).unwrap(); // not noted
+    assert_eq!(w.peek_cached(&mut cache), Some(b));
+    let moved: std::collections::HashMap<Key, Key> = w.compact().into_iter().collect();
+    assert_eq!(
+        w.peek_cached(&mut cache),
+        Some(moved[&b]),
+        "a compacted key"
+    );
+    assert!(w.reschedule(moved[&a], 10)); // not noted
+    assert_eq!(w.peek_cached(&mut cache), Some(moved[&a]));
+    w.clear();
+    assert_eq!(w.peek_cached(&mut cache), None);
+}
+
 #[test]
 fn peek_finds_the_earliest_entry_even_behind_a_lazy_reschedule() {
     let mut w = Wheel::new(64);
@@ -1925,4 +2033,41 @@ fn moves_within_the_current_tick_keep_the_imminent_queues_bounded() {
         assert!(!w.contains(first) && !w.contains(moved));
         assert_eq!(w.imminent.sizes().0 + w.imminent.sizes().1, 0);
     }
+}
+
+/// The case the proptest shrank a missed filing to: a reschedule of a stale key filed
+/// nothing, and the cache, told of it, took the persistent insert before it (not told of) for
+/// it.
+#[test]
+fn model_regression_peek_cache_told_of_a_reschedule_that_filed_nothing() {
+    let ops = vec![
+        Op::Insert(0),
+        Op::Insert(0),
+        Op::Insert(0),
+        Op::Burst {
+            delta: 0,
+            n: 2,
+            pattern: 0,
+            seed: 0,
+        },
+        Op::Insert(0),
+        Op::Insert(3056),
+        Op::InsertUnreachable,
+        Op::Burst {
+            delta: 0,
+            n: 1,
+            pattern: 0,
+            seed: 0,
+        },
+        Op::InsertUnreachable,
+        Op::Insert(0),
+        Op::Advance(0),
+        Op::Insert(3056),
+        Op::Insert(1),
+        Op::PartialAdvance(1, 3),
+        Op::InsertPersistent(6),
+        Op::Reschedule(4498551827859517408, 0),
+        Op::Advance(0),
+    ];
+    run_model_staging(64, 1, ops, true);
 }
