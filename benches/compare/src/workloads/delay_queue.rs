@@ -22,6 +22,12 @@
 //!   second of 10k polls that each find nothing due, with the items in one bucket (30 s
 //!   timeouts given within 100 ms, as a burst of connections after a restart) and spread over
 //!   1 to 61 s. Each poll reads the clock, for both queues.
+//! - **peeks**: a loop that peeks at the next item and removes it, until the queue is empty
+//!   (`while let Some(key) = q.peek() { q.try_remove(&key) }`), over 30k items given 30 s
+//!   timeouts within 1 ms (one slot of the wheel) and over 100k spread over 1 to 61 s: items
+//!   per second. tokio-util's `peek` names the first item of its earliest slot (not always
+//!   an earliest item); ours names an earliest one, and keeps what it walked for the peeks
+//!   that follow.
 //! - **memory**: bytes allocated per item held (the counting allocator, [`crate::alloc`]),
 //!   the queue's growth included, for a queue of 1M items made with `new()` (both grow their
 //!   storage by doubling). Allocation is deterministic: once, not interleaved.
@@ -61,6 +67,7 @@ trait Queue: Default + Stream + Unpin {
     fn insert_at(&mut self, value: u64, at: Instant) -> Self::Key;
     fn reset_at(&mut self, key: &Self::Key, at: Instant);
     fn try_remove(&mut self, key: &Self::Key) -> bool;
+    fn peek(&self) -> Option<Self::Key>;
 }
 
 impl Queue for Ours {
@@ -74,6 +81,9 @@ impl Queue for Ours {
     fn try_remove(&mut self, key: &Self::Key) -> bool {
         Ours::try_remove(self, key).is_some()
     }
+    fn peek(&self) -> Option<Self::Key> {
+        Ours::peek(self)
+    }
 }
 
 impl Queue for Peer {
@@ -86,6 +96,9 @@ impl Queue for Peer {
     }
     fn try_remove(&mut self, key: &Self::Key) -> bool {
         Peer::try_remove(self, key).is_some()
+    }
+    fn peek(&self) -> Option<Self::Key> {
+        Peer::peek(self)
     }
 }
 
@@ -235,6 +248,34 @@ fn waiting_polls<Q: Queue>(n: usize, polls: usize, bunched: bool) -> f64 {
     });
     drop(rt);
     polls as f64 / secs
+}
+
+/// Items per second of a loop that peeks and removes until the queue is empty, over `n` items
+/// 30 s away within 1 ms (`bunched`: one slot) or over 1 to 61 s; on a fresh runtime.
+fn peek_loop<Q: Queue>(n: usize, bunched: bool) -> f64 {
+    let rt = Flavor::CurrentThread.runtime(1, "dq-peek");
+    let secs = rt.block_on(async {
+        let mut q = Q::default();
+        let base = Instant::now();
+        for i in 0..n {
+            let at = if bunched {
+                base + Duration::from_secs(30) + spread_at(Duration::from_millis(1), i, n)
+            } else {
+                base + Duration::from_secs(1) + spread_at(Duration::from_secs(60), i, n)
+            };
+            q.insert_at(i as u64, at);
+        }
+        let t = std::time::Instant::now();
+        let mut taken = 0;
+        while let Some(key) = q.peek() {
+            assert!(q.try_remove(&key), "peek named an item not in the queue");
+            taken += 1;
+        }
+        assert_eq!(taken, n, "the loop took every item");
+        t.elapsed().as_secs_f64()
+    });
+    drop(rt);
+    n as f64 / secs
 }
 
 /// Takes every item out of `q` through its `Stream`, until it is empty; how many.
@@ -392,6 +433,47 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         &rows,
     );
 
+    println!("### Peeks\n");
+    let bunched = ctx.size(30_000, 2_000);
+    let spread = ctx.size(100_000, 5_000);
+    println!("A loop that peeks and removes until the queue is empty: items per second.\n");
+    let peek_layouts = [
+        (
+            format!("{bunched} in one slot (30 s, within 1 ms)"),
+            bunched,
+            true,
+        ),
+        (format!("{spread} over 1 to 61 s"), spread, false),
+    ];
+    let peeks = interleaved(ctx.reps, &systems, |&sys| {
+        Some([0, 1].map(|k| {
+            let (_, n, bunched) = peek_layouts[k];
+            if sys == OURS {
+                peek_loop::<Ours>(n, bunched)
+            } else {
+                peek_loop::<Peer>(n, bunched)
+            }
+        }))
+    });
+    let peeks: Vec<_> = peeks.into_iter().map(|r| r.expect("measured")).collect();
+    let [ours_peek, peer_peek] = [0, 1].map(|s| peeks[s].medians());
+    let rows: Vec<Vec<String>> = peek_layouts
+        .iter()
+        .enumerate()
+        .map(|(k, (layout, _, _))| {
+            vec![
+                layout.clone(),
+                peeks[0].shown(k, rate),
+                peeks[1].shown(k, rate),
+                ratio(ours_peek[k], peer_peek[k], true),
+            ]
+        })
+        .collect();
+    print_table(
+        &["items", "ours items/s", "tokio-util items/s", "ours vs it"],
+        &rows,
+    );
+
     println!("### Memory\n");
     let ours_bytes = bytes_per_item::<Ours>(&plan);
     let peer_bytes = bytes_per_item::<Peer>(&plan);
@@ -458,6 +540,20 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         "waiting polls/s, items over 1 to 61 s",
         PEER,
         [ours_wait[1], peer_wait[1]],
+        true,
+        rate,
+    );
+    summary.add(
+        "peek + remove loop, items/s, items in one slot",
+        PEER,
+        [ours_peek[0], peer_peek[0]],
+        true,
+        rate,
+    );
+    summary.add(
+        "peek + remove loop, items/s, items over 1 to 61 s",
+        PEER,
+        [ours_peek[1], peer_peek[1]],
         true,
         rate,
     );
