@@ -222,21 +222,28 @@ fn expiry<Q: Queue>(n: usize, spread: Duration) -> [f64; 3] {
     out
 }
 
+/// A queue of `n` items given deadlines 30 s from now, spread evenly within `bunched` (a
+/// burst of timeouts in one slot of the wheel), or, with `None`, over 1 to 61 s.
+fn filled<Q: Queue>(n: usize, bunched: Option<Duration>) -> Q {
+    let mut q = Q::default();
+    let base = Instant::now();
+    for i in 0..n {
+        let at = match bunched {
+            Some(within) => base + Duration::from_secs(30) + spread_at(within, i, n),
+            None => base + Duration::from_secs(1) + spread_at(Duration::from_secs(60), i, n),
+        };
+        q.insert_at(i as u64, at);
+    }
+    q
+}
+
 /// Polls per second of `polls` polls of a queue holding `n` items, none due, their deadlines
 /// 30 s away within 100 ms (`bunched`) or over 1 to 61 s; on a fresh runtime.
 fn waiting_polls<Q: Queue>(n: usize, polls: usize, bunched: bool) -> f64 {
     let rt = Flavor::CurrentThread.runtime(1, "dq-waiting");
     let secs = rt.block_on(async {
-        let mut q = Q::default();
-        let base = Instant::now();
-        for i in 0..n {
-            let at = if bunched {
-                base + Duration::from_secs(30) + spread_at(Duration::from_millis(100), i, n)
-            } else {
-                base + Duration::from_secs(1) + spread_at(Duration::from_secs(60), i, n)
-            };
-            q.insert_at(i as u64, at);
-        }
+        let within = bunched.then_some(Duration::from_millis(100));
+        let mut q = filled::<Q>(n, within);
         let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
         // The first wait sets the alarm: not timed.
         assert!(std::pin::Pin::new(&mut q).poll_next(&mut cx).is_pending());
@@ -255,16 +262,7 @@ fn waiting_polls<Q: Queue>(n: usize, polls: usize, bunched: bool) -> f64 {
 fn peek_loop<Q: Queue>(n: usize, bunched: bool) -> f64 {
     let rt = Flavor::CurrentThread.runtime(1, "dq-peek");
     let secs = rt.block_on(async {
-        let mut q = Q::default();
-        let base = Instant::now();
-        for i in 0..n {
-            let at = if bunched {
-                base + Duration::from_secs(30) + spread_at(Duration::from_millis(1), i, n)
-            } else {
-                base + Duration::from_secs(1) + spread_at(Duration::from_secs(60), i, n)
-            };
-            q.insert_at(i as u64, at);
-        }
+        let mut q = filled::<Q>(n, bunched.then_some(Duration::from_millis(1)));
         let t = std::time::Instant::now();
         let mut taken = 0;
         while let Some(key) = q.peek() {
