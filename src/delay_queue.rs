@@ -823,6 +823,7 @@ impl<T> DelayQueue<T> {
     pub fn clear(&mut self) {
         let had_items = !self.wheel.is_empty();
         self.wheel.clear();
+        self.forget_peeked();
         self.head = None;
         self.remap = HashMap::new();
         self.unmap = HashMap::new();
@@ -1477,6 +1478,63 @@ mod tests {
         assert!(keys.is_empty());
         let walked = lock_std(&q.peeked).walked();
         assert!(walked <= 16 * n, "{walked} items walked for {peeks} peeks");
+    }
+
+    /// A queue peeked once, then filled and emptied many times over without another peek,
+    /// keeps no record of every item it saw (the filings noted since a walk are bounded), and
+    /// its next peek is still right. (A cold review found the first version keeping them all:
+    /// memory without bound, and inserts that slowed as it grew.)
+    #[test]
+    fn a_queue_peeked_once_keeps_bounded_room_through_many_inserts() {
+        let mut q = DelayQueue::new();
+        let start = Instant::now();
+        let far = q.insert_at(u64::MAX, start + Duration::from_secs(3600));
+        assert_eq!(q.peek(), Some(far));
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut kept = vec![far];
+        for i in 0..100_000u64 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let at = start + Duration::from_secs(1) + Duration::from_nanos(s % 1_000_000_000);
+            let key = q.insert_at(i, at);
+            if i % 10_000 == 9_999 {
+                kept.push(key);
+            } else {
+                q.remove(&key);
+            }
+        }
+        let room = lock_std(&q.peeked).room();
+        assert!(room <= 4 * 1024, "the cache holds room for {room} entries");
+        let earliest = kept.iter().map(|k| q.deadline(k)).min();
+        assert_eq!(q.peek().map(|k| q.deadline(&k)), earliest);
+    }
+
+    /// What a peek over a crowded slot keeps is a fraction of the slot, not its walk's whole
+    /// room, and a `clear` gives it back.
+    #[test]
+    fn a_big_peek_keeps_room_for_what_it_keeps() {
+        let mut q = DelayQueue::new();
+        let start = Instant::now();
+        let n = 100_000u64;
+        for i in 0..n {
+            q.insert_at(
+                i,
+                start + Duration::from_secs(30) + Duration::from_nanos(i * 7919 % 1_000_000),
+            );
+        }
+        assert!(q.peek().is_some());
+        let room = lock_std(&q.peeked).room();
+        assert!(
+            room <= 2 * (n as usize / 8),
+            "room for {room} entries after one peek"
+        );
+        q.clear();
+        assert_eq!(
+            lock_std(&q.peeked).room(),
+            0,
+            "clear keeps the cache's room"
+        );
     }
 
     /// Moving items later leaves them where they are in the queue's wheel: no bucket is

@@ -1,23 +1,30 @@
 //! Which entry the wheel hands out next, found without advancing time.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use super::entry::{List, NIL, PARKED};
 use super::persist::Persistence;
 use super::{Key, Wheel};
 
 /// What [`Wheel::peek_cached`] keeps between calls, so that repeated peeks (a loop that peeks
-/// and removes, say) do not walk a crowded bucket again each time: waiting entries sorted by
-/// deadline, and a bound below which no other waiting entry has its deadline.
+/// and removes, say) do not walk a crowded bucket again each time: the waiting entries a walk
+/// found, sorted by deadline, those filed since below the walk's bound, and that bound, below
+/// which no other waiting entry has its deadline.
 #[derive(Debug, Default)]
 pub(crate) struct PeekCache {
-    /// Whether `sorted` and `bound` describe the wheel at its `filings` count `filings`.
+    /// Whether the cache describes the wheel at its `filings` count `filings`.
     valid: bool,
     filings: u64,
-    /// Deadlines and keys, sorted by deadline from `pos` on (the entries before `pos` were
-    /// found gone). An entry removed or moved since stays here, and is skipped: its key no
-    /// longer matches, or its deadline no longer does.
+    /// Deadlines and keys from the last walk, sorted by deadline from `pos` on (the entries
+    /// before `pos` were found gone). An entry removed or moved since stays here, and is
+    /// skipped: its key no longer matches, or its deadline no longer does.
     sorted: Vec<(u64, Key)>,
     pos: usize,
-    /// Every waiting entry not in `sorted` has its deadline at or after this.
+    /// Entries filed since the walk (inserts, reschedules the owner noted) with deadlines
+    /// before `bound`: a min-heap of at most [`NOTED_MAX`], stale ones skipped as in `sorted`.
+    noted: BinaryHeap<Reverse<(u64, Key)>>,
+    /// Every waiting entry in neither `sorted` nor `noted` has its deadline at or after this.
     bound: u64,
     /// Entries looked at by the walks that made the cache, over its life.
     walked: u64,
@@ -27,6 +34,10 @@ pub(crate) struct PeekCache {
 /// walked) on larger walks, so a loop that peeks and removes walks each entry a bounded number
 /// of times on average rather than once per peek.
 const PEEK_KEEP: usize = 1024;
+
+/// Filings noted since a walk, at most: past that, the next peek walks again (so a queue
+/// peeked once and then filled and emptied many times over holds no more than this).
+const NOTED_MAX: usize = 1024;
 
 impl PeekCache {
     /// Brings the cache up to date after the owner filed entry `key` of `wheel` (an insert or
@@ -49,8 +60,17 @@ impl PeekCache {
         if deadline >= self.bound {
             return; // beyond the bound, as the entries left out are
         }
-        let at = self.pos + self.sorted[self.pos..].partition_point(|&(d, _)| d <= deadline);
-        self.sorted.insert(at, (deadline, key));
+        if self.noted.len() >= NOTED_MAX {
+            self.valid = false;
+            return;
+        }
+        self.noted.push(Reverse((deadline, key)));
+    }
+
+    /// Entries the cache holds room for, kept or noted.
+    #[cfg(test)]
+    pub(crate) fn room(&self) -> usize {
+        self.sorted.capacity() + self.noted.capacity()
     }
 
     /// Entries looked at by the walks that made this cache.
@@ -122,20 +142,29 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             return Some(self.key_of(self.due.head));
         }
         if cache.valid && cache.filings == self.filings {
-            while let Some(&(deadline, key)) = cache.sorted.get(cache.pos) {
-                let waits = matches!(
+            let waits = |&(deadline, key): &(u64, Key)| {
+                matches!(
                     self.entries.get(key.index as usize),
                     Some(e) if e.generation == key.generation
                         && e.deadline == deadline
                         && e.bucket != PARKED
-                );
-                if waits {
-                    if deadline <= cache.bound {
-                        return Some(key);
-                    }
-                    break; // an entry left out may come first: walk again
-                }
+                )
+            };
+            while cache.sorted.get(cache.pos).is_some_and(|e| !waits(e)) {
                 cache.pos += 1;
+            }
+            while cache.noted.peek().is_some_and(|Reverse(e)| !waits(e)) {
+                cache.noted.pop();
+            }
+            let found = cache.sorted.get(cache.pos);
+            let noted = cache.noted.peek().map(|Reverse(e)| e);
+            let first = match (found, noted) {
+                (Some(f), Some(n)) => Some(if n.0 < f.0 { n } else { f }),
+                (f, n) => f.or(n),
+            };
+            // Past the bound (or with nothing left), an entry left out may come first.
+            if let Some(&(_, key)) = first.filter(|&&(d, _)| d <= cache.bound) {
+                return Some(key);
             }
         }
         self.fill_peek_cache(cache)
@@ -146,6 +175,8 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// expiration of the buckets it does not walk as the bound: what
     /// [`peek_cached`](Self::peek_cached) answers from.
     fn fill_peek_cache(&self, cache: &mut PeekCache) -> Option<Key> {
+        cache.valid = false; // until it is made
+        cache.noted.clear();
         let sorted = &mut cache.sorted;
         sorted.clear();
         // Pushes the entries of `list`, lowering `best` to the earliest deadline pushed.
@@ -204,6 +235,11 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             sorted.truncate(keep);
         }
         sorted.sort_unstable_by_key(|&(d, _)| d);
+        // A larger walk's room, given back beyond twice what this one keeps.
+        let want = sorted.len().max(PEEK_KEEP);
+        if sorted.capacity() > 2 * want {
+            sorted.shrink_to(want);
+        }
         cache.pos = 0;
         cache.bound = bound;
         cache.filings = self.filings;

@@ -1730,6 +1730,92 @@ fn a_peek_and_remove_loop_over_a_crowded_bucket_walks_each_entry_a_few_times() {
     }
 }
 
+/// Peeks now and then, between operations of every kind, some filings not noted: each answer
+/// is a fresh walk's (several noted filings, removals and passes between two peeks; the model
+/// runs peek after every operation). Seeded; a cold review's fuzz, kept.
+#[test]
+fn peek_cached_matches_a_fresh_walk_with_sparse_peeks() {
+    let mut s = 0x1234_5678_9abc_def1u64;
+    let mut rnd = move |m: u64| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s % m
+    };
+    for round in 0..600u64 {
+        let tick = [1u64, 7, 1000][(round % 3) as usize];
+        let size = [2usize, 4, 64][(round / 3 % 3) as usize];
+        let mut w: Wheel<u64> = Wheel::with_tick(size, tick);
+        if round % 2 == 0 {
+            w.order_due();
+        }
+        let mut cache = PeekCache::default();
+        let mut keys: Vec<Key> = Vec::new();
+        let span = [50u64, 5_000, 5_000_000][rnd(3) as usize];
+        for step in 0..300 {
+            let now = w.now();
+            match rnd(10) {
+                0..=3 => {
+                    let d = if rnd(20) == 0 {
+                        u64::MAX
+                    } else {
+                        now + rnd(span)
+                    };
+                    let k = w.insert(d, step).unwrap();
+                    if rnd(30) != 0 {
+                        cache.note_filed(&w, k);
+                    }
+                    keys.push(k);
+                }
+                4 | 5 if !keys.is_empty() => {
+                    let k = keys.swap_remove(rnd(keys.len() as u64) as usize);
+                    w.remove(k);
+                }
+                6 if !keys.is_empty() => {
+                    let k = keys[rnd(keys.len() as u64) as usize];
+                    let d = if rnd(2) == 0 {
+                        now + rnd(span)
+                    } else {
+                        // Earlier, by a little, or back where it was.
+                        w.deadline(k).map_or(now, |d| d.saturating_sub(rnd(3)))
+                    };
+                    w.reschedule(k, d);
+                    if rnd(30) != 0 {
+                        cache.note_filed(&w, k);
+                    }
+                }
+                7 => {
+                    let mut budget = rnd(4) as usize + 1;
+                    let _ = w.poll_within(now + rnd(span / 4 + 1), &mut budget);
+                }
+                8 => {
+                    let to = now + rnd(span / 4 + 1);
+                    while w.poll(to).is_some() {}
+                }
+                _ => {}
+            }
+            keys.retain(|&k| w.contains(k));
+            if rnd(5) == 0 {
+                let cached = w.peek_cached(&mut cache);
+                let fresh = w.peek();
+                if w.due.is_empty() {
+                    let deadline = |k: Option<Key>| k.map(|k| w.deadline(k).unwrap());
+                    assert_eq!(
+                        deadline(cached),
+                        deadline(fresh),
+                        "round {round} step {step}"
+                    );
+                } else {
+                    assert_eq!(
+                        cached, fresh,
+                        "round {round} step {step}: the due list's head"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Entries filed without a word to the cache (a compaction moves every key; an insert not
 /// noted) make it walk again, and it finds them.
 #[test]
