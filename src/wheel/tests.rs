@@ -832,6 +832,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
             Op::InsertPersistent(delta) => {
                 let deadline = now.saturating_add(delta);
                 let key = wheel.insert_persistent(deadline, id).unwrap();
+                peeked.note_filed(&wheel, key);
                 model.insert_persistent(id, deadline);
                 keys.push((key, id));
             }
@@ -864,6 +865,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
             }
             Op::InsertUnreachable => {
                 let key = wheel.insert_unreachable(id).unwrap();
+                peeked.note_filed(&wheel, key); // parked: noted, and left out
                 model.insert_unreachable(id);
                 keys.push((key, id));
             }
