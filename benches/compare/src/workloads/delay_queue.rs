@@ -25,7 +25,7 @@
 //! - **peeks**: a loop that peeks at the next item and removes it, until the queue is empty
 //!   (`while let Some(key) = q.peek() { q.try_remove(&key) }`), over 30k items given 30 s
 //!   timeouts within 1 ms (one slot of the wheel) and over 100k spread over 1 to 61 s: items
-//!   per second. tokio-util's `peek` names the first item of its earliest slot (not always
+//!   per second. tokio-util's `peek` names the head of its earliest slot's list (not always
 //!   an earliest item); ours names an earliest one, and keeps what it walked for the peeks
 //!   that follow.
 //! - **memory**: bytes allocated per item held (the counting allocator, [`crate::alloc`]),
