@@ -713,12 +713,12 @@ impl<T> DelayQueue<T> {
     /// items with equal deadlines come out in any order, which `peek` does not predict.
     ///
     /// A peek looks at the queue's earliest slots and keeps what it found sorted (the earliest
-    /// 1,024 items, or an eighth of a larger walk), so the next peeks, after removals, hand-outs,
-    /// inserts and resets, look at nothing more until that runs out (or more than 1,024 inserts
-    /// and resets into what it covers come since the walk): a loop that peeks and removes touches each item a
-    /// few times in all, however many share a slot. (tokio-util's
-    /// `peek` costs a look at each level, but names the head of the earliest slot's list,
-    /// not always an earliest item.)
+    /// 1,024 items, or an eighth of a larger walk), so the next peeks, after removals,
+    /// hand-outs, inserts and resets, look at nothing more until that runs out, or until more
+    /// than 1,024 inserts and resets earlier than what it left out have come since: a loop
+    /// that peeks and removes touches each item a few times in all, however many share a
+    /// slot. (tokio-util's `peek` costs a look at each level, but names the head of the
+    /// earliest slot's list, not always an earliest item.)
     ///
     /// # Examples
     ///
