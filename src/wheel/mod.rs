@@ -96,8 +96,8 @@ pub(crate) struct Wheel<T, P = OneShot> {
     geo: Geometry,
     next_generation: u64,
     /// Counts the changes that file an entry at a deadline (inserts, reschedules) or move or
-    /// drop entries wholesale (compaction, clearing): a [`PeekCache`] made
-    /// at one count knows of every waiting entry's deadline until the next.
+    /// drop entries wholesale (compaction, clearing): a [`PeekCache`] made at one count knows
+    /// of every waiting entry's deadline until the next.
     filings: u64,
     /// The entry the latest filing filed (`None` after a compaction, a clearing or a drain),
     /// for the [`PeekCache`] told of one filing to check it is that one.
@@ -291,10 +291,20 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
         }
+        let key = self.file_new(deadline, value, persistent, timeout);
+        self.parked.push_back(&mut self.entries, key.index, PARKED);
+        self.parked_len += 1;
+        Ok(key)
+    }
+
+    /// Puts a new entry in the slab, in no list yet (room checked by the caller), under a
+    /// fresh generation, and counts the filing (see `filings`).
+    #[inline(always)]
+    fn file_new(&mut self, deadline: u64, value: T, persistent: bool, timeout: bool) -> Key {
         self.filings += 1;
         let generation = self.next_generation;
         self.next_generation += 1;
-        let idx = self.entries.insert(Entry {
+        let index = self.entries.insert(Entry {
             deadline,
             generation,
             prev: NIL,
@@ -305,14 +315,9 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             timeout,
             value,
         }) as u32;
-        self.parked.push_back(&mut self.entries, idx, PARKED);
-        self.parked_len += 1;
-        let key = Key {
-            index: idx,
-            generation,
-        };
+        let key = Key { index, generation };
         self.last_filed = Some(key);
-        Ok(key)
+        key
     }
 
     fn insert_entry(
@@ -334,30 +339,12 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             self.first_entry = self.entries.len() == self.parked_len;
             self.unannounced |= self.first_entry;
         }
-        self.filings += 1;
-        let generation = self.next_generation;
-        self.next_generation += 1;
-        let idx = self.entries.insert(Entry {
-            deadline,
-            generation,
-            prev: NIL,
-            next: NIL,
-            bucket: NIL,
-            persistent,
-            long: false,
-            timeout,
-            value,
-        }) as u32;
+        let key = self.file_new(deadline, value, persistent, timeout);
         if stage {
-            self.stage(idx);
+            self.stage(key.index);
         } else {
-            self.link(idx);
+            self.link(key.index);
         }
-        let key = Key {
-            index: idx,
-            generation,
-        };
-        self.last_filed = Some(key);
         Ok(key)
     }
 
