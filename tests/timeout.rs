@@ -359,6 +359,16 @@ fn timeout_outside_a_runtime_panics_mentioning_tokio() {
     assert!(msg.contains("Tokio"), "panic message: {msg:?}");
 }
 
+/// Unlike Tokio's, whose overflowing deadline sets no timer, a `Duration::MAX` timeout takes
+/// one (so that a shutdown resolves it): outside a runtime it panics as any other timeout does.
+#[test]
+fn a_duration_max_timeout_outside_a_runtime_panics_too() {
+    let err = std::panic::catch_unwind(|| drop(timeout(Duration::MAX, async {})))
+        .expect_err("a Duration::MAX timeout outside a runtime must panic");
+    let msg = panic_message(&*err);
+    assert!(msg.contains("Tokio"), "panic message: {msg:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_thread_stress_every_timeout_accounted_and_none_early() {
     const TASKS: usize = 8;
