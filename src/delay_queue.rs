@@ -853,11 +853,12 @@ impl<T> DelayQueue<T> {
         self.forget_peeked();
     }
 
-    /// Gives back every byte the items do not need, as tokio-util's `compact`: the items move
-    /// into storage exactly as large as their number ([`capacity`](DelayQueue::capacity) is
-    /// then [`len`](DelayQueue::len)). Keys stay valid: the key of an item moved still names
+    /// Gives back every byte the items do not need, as tokio-util's `compact`: the items'
+    /// storage becomes exactly as large as their number ([`capacity`](DelayQueue::capacity) is
+    /// then [`len`](DelayQueue::len)), the items beyond it moving into the vacancies, the
+    /// others staying where they are. Keys stay valid: the key of an item moved still names
     /// it (and is the one its [`Expired`] carries), and a key of an item gone before still
-    /// names nothing. Costs O(items); deadlines and the waiting task are unaffected.
+    /// names nothing. Costs O(capacity); deadlines and the waiting task are unaffected.
     ///
     /// # Examples
     ///

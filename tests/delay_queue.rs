@@ -1573,6 +1573,58 @@ async fn compact_gives_back_what_a_past_burst_and_compaction_held() {
     );
 }
 
+/// `compact` moves only the items beyond the room they need, into the vacancies, as
+/// tokio-util's does: a queue with no vacancy is left holding no more than before (no key maps
+/// for items that did not move), one with half its items removed holds less, and the keys of
+/// the items that stayed, and of those that moved, still name them.
+#[tokio::test(start_paused = true)]
+async fn compact_moves_only_what_it_must() {
+    use common::alloc::live_bytes;
+    const N: u64 = 10_000;
+
+    let start = Instant::now();
+    let due = |i: u64| start + Duration::from_secs(60 + i);
+    let mut q = DelayQueue::with_capacity(N as usize);
+    let keys: Vec<Key> = (0..N)
+        .map(|i| q.insert(i, Duration::from_secs(60 + i)))
+        .collect();
+    assert_eq!(q.capacity(), q.len());
+    let before = live_bytes();
+    q.compact();
+    let grown = live_bytes() - before;
+    assert!(
+        grown <= 0,
+        "compacting a queue with no vacancy grew it by {grown} bytes"
+    );
+    assert_eq!(q.deadline(&keys[7]), due(7));
+    assert_eq!(q.remove(&keys[N as usize - 1]).into_inner(), N - 1);
+    assert_eq!(q.remove(&keys[0]).into_inner(), 0);
+
+    // Half removed (the even items; the odd ones beyond the new length move down).
+    for k in keys.iter().skip(2).step_by(2) {
+        q.remove(k);
+    }
+    let before = live_bytes();
+    q.compact();
+    let grown = live_bytes() - before;
+    assert!(
+        grown < 0,
+        "compacting a half-empty queue grew it by {grown} bytes"
+    );
+    assert_eq!(q.capacity(), q.len());
+    // Every key left names its item; they come out in deadline order.
+    for i in (1..N - 1).step_by(2) {
+        assert_eq!(q.deadline(&keys[i as usize]), due(i), "the key of item {i}");
+    }
+    time::advance(Duration::from_secs(60 + N)).await;
+    let mut order = Vec::new();
+    while let Some(e) = q.next().await {
+        order.push(e.into_inner());
+    }
+    let expected: Vec<u64> = (1..N - 1).step_by(2).collect();
+    assert_eq!(order, expected);
+}
+
 /// After its timer shuts down, a queue that has nothing left to wait for (cleared, or its
 /// last item removed) leaves nothing on Tokio's timer: it wakes nobody at the deadline it
 /// waited for, and a paused clock does not advance to it, as before the shutdown.

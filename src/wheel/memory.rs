@@ -2,7 +2,7 @@
 
 use slab::Slab;
 
-use super::entry::{Key, List, PARKED};
+use super::entry::{Entry, Key, List, NIL, PARKED};
 use super::level::split;
 use super::persist::Persistence;
 use super::Wheel;
@@ -17,31 +17,65 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         entries.into_iter().map(|(_, e)| e.value).collect()
     }
 
-    /// Moves every entry into a new slab exactly as large as needed, returning each entry's
-    /// old and new key, and gives back what the bucket heap and the imminent queues hold beyond
-    /// the moved entries' needs (a burst handed out long ago included). Deadlines, the wheel's
-    /// time and the generation count are kept, so a key handed out before never names a moved
-    /// entry by accident. Parked entries stay parked: an unreachable one (see
+    /// Moves the entries into a new slab exactly as large as needed, returning the old and
+    /// new key of each entry that moved, and gives back what the bucket heap and the imminent
+    /// queues hold beyond the entries' needs (a burst handed out long ago included). An entry
+    /// whose slot lies inside the new slab keeps it, and its key; only those beyond it move,
+    /// into the vacant slots, keeping their generation (unique to the wheel, so the new key
+    /// was never handed out before and a key handed out before never names a moved entry by
+    /// accident). Deadlines and the wheel's time are kept. Every entry is filed anew by its
+    /// deadline; parked entries stay parked: an unreachable one (see
     /// [`insert_unreachable`](Self::insert_unreachable)) is not filed into a top-level bucket,
     /// and a persistent one that fired is not filed again.
     pub(crate) fn compact(&mut self) -> Vec<(Key, Key)> {
         let (head, promise) = (self.new_head.take(), self.promise);
-        let old = std::mem::replace(&mut self.entries, Slab::with_capacity(0));
+        let mut old = std::mem::replace(&mut self.entries, Slab::with_capacity(0));
         self.unlink_all();
-        self.entries = Slab::with_capacity(old.len());
-        let mut moved = Vec::with_capacity(old.len());
-        for (idx, e) in old {
-            let from = Key {
-                index: idx as u32,
-                generation: e.generation,
-            };
-            let to = if e.bucket == PARKED {
-                self.insert_parked(e.deadline, e.value, e.persistent, e.timeout)
+        let len = old.len();
+        // The slots beyond the new slab, in the order they fill its vacancies.
+        let beyond: Vec<usize> = old
+            .iter()
+            .map(|(idx, _)| idx)
+            .filter(|&i| i >= len)
+            .collect();
+        let mut beyond = beyond.into_iter();
+        let mut moved = Vec::new();
+        self.entries = Slab::with_capacity(len);
+        for slot in 0..len {
+            let from = if old.contains(slot) {
+                slot
             } else {
-                self.insert_entry(e.deadline, e.value, e.persistent, e.timeout)
+                beyond
+                    .next()
+                    .expect("a vacancy below len for each entry beyond it")
             };
-            if let Ok(to) = to {
-                moved.push((from, to));
+            let e = old.remove(from);
+            if from != slot {
+                let generation = e.generation;
+                moved.push((
+                    Key {
+                        index: from as u32,
+                        generation,
+                    },
+                    Key {
+                        index: slot as u32,
+                        generation,
+                    },
+                ));
+            }
+            let parked = e.bucket == PARKED;
+            let stage = !parked && self.before_filing(e.deadline, e.persistent);
+            let idx = self.entries.insert(Entry {
+                prev: NIL,
+                next: NIL,
+                bucket: NIL,
+                ..e
+            });
+            debug_assert_eq!(idx, slot, "a dense slab fills in index order");
+            if parked {
+                self.park_filed(idx as u32);
+            } else {
+                self.after_filing(idx as u32, stage);
             }
         }
         // Work linked here was linked before too, and the owner's wake covers it, except
@@ -54,7 +88,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         }
         self.heap.shrink_to_fit();
         self.imminent.shrink_to_fit();
-        // Filed anew, every one (one filing each): no single filing a cache could be told of.
+        // Filed anew, every one: no single filing a cache could be told of.
         self.filings += 1;
         self.last_filed = None;
         moved

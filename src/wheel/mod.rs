@@ -279,8 +279,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         self.insert_parked(u64::MAX, value, persistent, false)
     }
 
-    /// Inserts an entry straight onto the parked list: an unreachable one (`u64::MAX`), or a
-    /// persistent one that fired at `deadline` (as `compact` carries it over).
+    /// Inserts an entry straight onto the parked list: an unreachable one (`u64::MAX`).
     fn insert_parked(
         &mut self,
         deadline: u64,
@@ -292,9 +291,15 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             return Err(Full(value));
         }
         let key = self.file_new(deadline, value, persistent, timeout);
-        self.parked.push_back(&mut self.entries, key.index, PARKED);
-        self.parked_len += 1;
+        self.park_filed(key.index);
         Ok(key)
+    }
+
+    /// Puts the entry at `idx`, just filed in the slab, on the parked list.
+    #[inline(always)]
+    fn park_filed(&mut self, idx: u32) {
+        self.parked.push_back(&mut self.entries, idx, PARKED);
+        self.parked_len += 1;
     }
 
     /// Puts a new entry in the slab, in no list yet (room checked by the caller), under a
@@ -330,6 +335,17 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         if self.entries.len() >= NIL as usize {
             return Err(Full(value));
         }
+        let stage = self.before_filing(deadline, persistent);
+        let key = self.file_new(deadline, value, persistent, timeout);
+        self.after_filing(key.index, stage);
+        Ok(key)
+    }
+
+    /// Whether an entry about to be filed for `deadline` is to be staged rather than linked;
+    /// if linked, notes whether it is the first the wheel waits for. Called before the entry
+    /// joins the slab.
+    #[inline(always)]
+    fn before_filing(&mut self, deadline: u64, persistent: bool) -> bool {
         // Staged, it joins no bucket (and nothing is staged while no wake is promised).
         let stage = !persistent && self.may_stage(deadline);
         if !stage {
@@ -339,13 +355,18 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
             self.first_entry = self.entries.len() == self.parked_len;
             self.unannounced |= self.first_entry;
         }
-        let key = self.file_new(deadline, value, persistent, timeout);
+        stage
+    }
+
+    /// Stages or links the entry at `idx`, just filed in the slab, as
+    /// [`before_filing`](Self::before_filing) decided.
+    #[inline(always)]
+    fn after_filing(&mut self, idx: u32, stage: bool) {
         if stage {
-            self.stage(key.index);
+            self.stage(idx);
         } else {
-            self.link(key.index);
+            self.link(idx);
         }
-        Ok(key)
     }
 
     /// If an insert or reschedule since the last call may have moved
