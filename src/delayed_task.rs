@@ -679,9 +679,10 @@ impl Timer {
     ///
     /// [`TimerError::Full`] if the timer was built with [`max_pending`](crate::Builder::max_pending)
     /// and that many timers are pending (without a limit: if the calling thread's shard holds
-    /// the most a wheel can index); `future` is dropped without running (a panic in its
-    /// destructor is contained and logged, as when a task is cancelled). Never
-    /// [`TimerError::Shutdown`]: see above.
+    /// the most a wheel can index), unless the deadline has passed by then (a task due
+    /// starts at once and needs no slot, as a zero `duration`'s); `future` is dropped
+    /// without running (a panic in its destructor is contained and logged, as when a task
+    /// is cancelled). Never [`TimerError::Shutdown`]: see above.
     pub fn try_spawn_after<F>(
         &self,
         duration: Duration,

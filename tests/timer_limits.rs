@@ -225,6 +225,28 @@ async fn a_duration_sleep_first_polled_after_its_deadline_completes_on_a_full_ti
     assert_eq!(timer.pending(), 1, "neither took a slot");
 }
 
+/// A delayed task made with a duration reads no clock before it registers, as a sleep does;
+/// on a full timer, a deadline passed by the time it is filed (1 ns: the clock has moved on
+/// by then) needs no slot either, and the task starts at once instead of being refused.
+/// Real time: in paused time no deadline passes between the call and its filing.
+#[tokio::test(flavor = "current_thread")]
+async fn a_delayed_task_due_before_it_is_filed_starts_on_a_full_timer() {
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let _holder = timer.try_sleep(Duration::from_secs(3600)).unwrap();
+    let task = timer
+        .try_spawn_after(Duration::from_nanos(1), async { 7 })
+        .expect("due before it is filed: no slot needed");
+    assert_eq!(task.await.unwrap(), 7);
+    assert_eq!(timer.pending(), 1, "it took no slot");
+    assert!(
+        matches!(
+            timer.try_spawn_after(Duration::from_secs(1), async {}),
+            Err(TimerError::Full { max_pending: 1 })
+        ),
+        "a deadline ahead still needs one"
+    );
+}
+
 /// Polled before its deadline on a full timer, a sleep made with a duration still panics,
 /// as documented (`Timer::try_sleep` returns the error instead).
 #[tokio::test(start_paused = true)]

@@ -464,8 +464,9 @@ impl Shard {
     /// Files a one-shot entry that wakes `waker()` at `deadline`: the registration of every
     /// one-shot future. `Ok(Some(key))`: pending. `Ok(None)`: due already (with
     /// `check_clock`, a deadline at or before now never reaches the wheel; without it, one
-    /// the wheel's time has passed). `Err(Shutdown)`: the timer shut down; `Err(Full)`: no
-    /// slot. `waker` is called only when the entry is filed.
+    /// the wheel's time has passed, or, on a full timer, the clock). `Err(Shutdown)`: the
+    /// timer shut down; `Err(Full)`: no slot for a deadline still ahead. `waker` is called
+    /// before the entry is filed, and the waker dropped if it is not.
     ///
     /// `check_clock` reads the clock first: needed when the deadline was given as an
     /// `Instant`, skipped for one computed as now + a non-zero duration (the hot path of
@@ -484,7 +485,13 @@ impl Shard {
         if check_clock && deadline <= driver.now() {
             return Ok(None);
         }
-        self.register(driver.clock.deadline_to_units(deadline), waker())
+        match self.register(driver.clock.deadline_to_units(deadline), waker()) {
+            // Full: a deadline already passed needs no slot (as for a future's registration:
+            // a deadline computed as now + a duration is checked against the clock here, on
+            // this rare path only).
+            Err(TimerError::Full { .. }) if !check_clock && deadline <= driver.now() => Ok(None),
+            filed => filed,
+        }
     }
 
     /// Files a persistent entry (see [`Shard::register_persistent`]) for `deadline`.
