@@ -486,6 +486,57 @@ async fn an_unread_buffered_response_is_in_flight_until_written() {
     task.abort();
 }
 
+/// A next head sent whole while a long response still goes out waits for that response:
+/// hyper reads it ahead while it flushes, and parses it only after, so its header-read limit
+/// counts from the response's last byte written, not from its arrival (the limit used to cut
+/// the response partway), with the keep-alive limit set or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_next_head_sent_during_a_long_response_does_not_cut_it() {
+    for keep_alive in [false, true] {
+        let mut s = server().await.header_read_timeout(ms(100));
+        if keep_alive {
+            s = s.keep_alive_timeout(Duration::from_secs(5));
+        }
+        let (addr, metrics, task) = start(s);
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"GET /kib/16384 HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0; 64 << 10];
+        let mut got = tcp.read(&mut buf).await.unwrap();
+        tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut tail = Vec::new();
+        let until = Instant::now() + Duration::from_secs(20);
+        let second = loop {
+            assert!(
+                Instant::now() < until,
+                "keep-alive {keep_alive}: {got} bytes"
+            );
+            // A steady reader: the 16 MiB take the server several header-read limits to send.
+            tokio::time::sleep(ms(3)).await;
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => break false,
+                Ok(n) => {
+                    got += n;
+                    tail.extend_from_slice(&buf[..n]);
+                    tail.drain(..tail.len().saturating_sub(64));
+                    if tail.ends_with(b"\r\n\r\nok") {
+                        break true;
+                    }
+                }
+            }
+        };
+        assert!(
+            second && got > 16 << 20,
+            "keep-alive {keep_alive}: {got} bytes, the next response {second}; {metrics:?}"
+        );
+        assert_eq!(metrics.closed(CloseReason::HeaderRead), 0, "{metrics:?}");
+        task.abort();
+    }
+}
+
 /// A silent connection (no byte at all) is cut by the idle limit too.
 #[tokio::test]
 async fn a_silent_client_is_cut_at_the_idle_limit() {

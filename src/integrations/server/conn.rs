@@ -119,8 +119,9 @@ pub(crate) struct Shared {
     heads: bool,
     /// A keep-alive limit is set: track when the connection falls idle.
     keep_alive: bool,
-    /// The last write or flush waited for the socket: a response is still going out (hyper
-    /// drops a response body once it has buffered its last frame, before writing it).
+    /// The last write waited for the socket: a response is still going out (hyper drops a
+    /// response body once it has buffered its last frame, before writing it). Kept with
+    /// either limit: neither runs under a response going out.
     write_blocked: AtomicBool,
     /// The connection has sent its first bytes, too few to tell its protocol: a drain asked
     /// now would make hyper-util drop them, so it waits until the protocol is known.
@@ -197,8 +198,10 @@ fn next_due(
     // drain (its own header-read timer is off; a later partial head it drops, closing the
     // idle keep-alive connection at once), and an HTTP/2 client may never answer the
     // GOAWAY's ping.
+    // Not while a response still goes out: a next head read meanwhile (hyper reads ahead
+    // while it flushes) waits for hyper to finish it, and its limit counts from then.
     let head = match (st.h2, limits.header_read, st.head_since) {
-        (false, Some(limit), Some(since)) => Some(deadline_after(since, limit)),
+        (false, Some(limit), Some(since)) if !write_blocked => Some(deadline_after(since, limit)),
         _ => None,
     };
     if let Some(at) = head {
@@ -677,13 +680,15 @@ impl ConnIo {
         poll
     }
 
-    /// After a write (a flush of a socket never waits, so it says nothing): note an error, or whether output waits for the socket. When it
-    /// stops waiting with nothing in flight, the response has gone out: the keep-alive clock
-    /// starts now.
+    /// After a write (a flush of a socket never waits, so it says nothing): note an error, or
+    /// whether output waits for the socket. When it stops waiting with nothing in flight, the
+    /// response has gone out: the keep-alive clock starts now, and so does the header-read
+    /// clock of a next head begun meanwhile (hyper reads it while it flushes, and parses it
+    /// only once the flush is done: the wait for the client to read is not the head's).
     fn check<T>(self: Pin<&mut Self>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
         match &poll {
             Poll::Ready(Err(_)) => self.on_error(),
-            Poll::Pending if self.shared.keep_alive => {
+            Poll::Pending if self.shared.tracked() => {
                 self.shared.write_blocked.store(true, Ordering::Relaxed)
             }
             Poll::Pending => {}
@@ -693,7 +698,11 @@ impl ConnIo {
                     self.shared.write_blocked.store(false, Ordering::Relaxed);
                     let mut st = self.shared.lock();
                     if st.in_flight == 0 {
-                        st.idle_since = Some(Instant::now());
+                        let now = Instant::now();
+                        st.idle_since = Some(now);
+                        if st.head_begun {
+                            st.head_since = Some(now);
+                        }
                     }
                 }
             }

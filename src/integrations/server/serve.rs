@@ -136,6 +136,9 @@ impl<S> Serve<S> {
     /// The limit starts on bytes read with no request in flight, empty lines (CRLF) aside:
     /// hyper skips those before a request line (RFC 9112 §2.2), and a client that sends them
     /// between requests is still waiting for its next one, bounded by the keep-alive limit.
+    /// It does not run while a response still goes out (the client has yet to read it): a
+    /// head that arrives meanwhile waits for hyper to finish writing, and its limit starts
+    /// from the response's last byte written.
     /// A head pipelined behind a
     /// request (sent before that request's response) is read with it and sits in hyper's
     /// buffer when it ends, where it cannot be told from an idle wait: the keep-alive limit
