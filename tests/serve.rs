@@ -76,6 +76,18 @@ async fn app(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     if path == "/panic" {
         panic!("the handler panics (on purpose)");
     }
+    if path == "/late-body" {
+        // Answers at once, with more than the socket buffers hold, and reads its request's
+        // body later, from another task.
+        let body = req.into_body();
+        tokio::spawn(async move {
+            tokio::time::sleep(ms(150)).await;
+            let _ = body.collect().await;
+        });
+        return Ok(Response::new(http_body_util::Either::Left(Full::from(
+            vec![b'x'; 64 << 20],
+        ))));
+    }
     if let Some(key) = req.uri().query().and_then(|q| q.strip_prefix("mark=")) {
         STARTED.lock().unwrap().push(key.to_owned());
     }
@@ -535,6 +547,44 @@ async fn a_next_head_sent_during_a_long_response_does_not_cut_it() {
         assert_eq!(metrics.closed(CloseReason::HeaderRead), 0, "{metrics:?}");
         task.abort();
     }
+}
+
+/// A client that stops reading its response and trickles a next head is still cut at the
+/// header-read limit: its request's body read after the response was buffered, hyper reads
+/// the head itself while the response waits to go out, and each byte it reads keeps the idle
+/// limit from firing, so the header-read limit may not wait for the response there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_trickled_behind_an_unread_response_is_cut_at_the_header_read_limit() {
+    let s = server()
+        .await
+        .header_read_timeout(ms(200))
+        .keep_alive_timeout(ms(300))
+        .idle_timeout(ms(400));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"POST /late-body HTTP/1.1\r\nhost: x\r\ncontent-length: 1\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(ms(100)).await;
+    tcp.write_all(b"x").await.unwrap(); // the body, after the response was buffered
+    tokio::time::sleep(ms(100)).await;
+    // Never reads; a byte of a next head every 100 ms (about 6 s if nothing cuts it).
+    let start = Instant::now();
+    let head = b"GET / HTTP/1.1\r\nx-trickle: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    for &byte in head {
+        if metrics.active() == 0 || tcp.write_all(&[byte]).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(ms(100)).await;
+    }
+    assert_eq!(metrics.active(), 0, "still open: {metrics:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(metrics.closed(CloseReason::HeaderRead), 1, "{metrics:?}");
+    task.abort();
 }
 
 /// A silent connection (no byte at all) is cut by the idle limit too.

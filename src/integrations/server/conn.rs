@@ -102,6 +102,10 @@ struct State {
     /// its accept, before any byte: until one comes it is also waiting idle, under the
     /// keep-alive limit).
     head_begun: bool,
+    /// The awaited head was read again while a response's write waited: hyper is reading
+    /// the head itself (its last request ended, body and all, with the response still
+    /// going out), not reading ahead once while it flushes, so its limit runs meanwhile.
+    head_reading: bool,
     /// The client sent the HTTP/2 preface: no header-read limit, and the keep-alive limit
     /// drains (GOAWAY) instead of closing.
     h2: bool,
@@ -149,6 +153,7 @@ impl Shared {
         st.idle_since = None;
         st.head_since = None;
         st.head_begun = false;
+        st.head_reading = false;
     }
 
     /// A request's response has ended (or its call failed, or was dropped).
@@ -198,10 +203,13 @@ fn next_due(
     // drain (its own header-read timer is off; a later partial head it drops, closing the
     // idle keep-alive connection at once), and an HTTP/2 client may never answer the
     // GOAWAY's ping.
-    // Not while a response still goes out: a next head read meanwhile (hyper reads ahead
-    // while it flushes) waits for hyper to finish it, and its limit counts from then.
+    // Not while a response still goes out: a next head read ahead meanwhile (hyper reads
+    // once while it flushes) waits for hyper to finish the response, and its limit counts
+    // from then; unless hyper is seen reading the head itself (see `head_reading`).
     let head = match (st.h2, limits.header_read, st.head_since) {
-        (false, Some(limit), Some(since)) if !write_blocked => Some(deadline_after(since, limit)),
+        (false, Some(limit), Some(since)) if !write_blocked || st.head_reading => {
+            Some(deadline_after(since, limit))
+        }
         _ => None,
     };
     if let Some(at) = head {
@@ -275,6 +283,7 @@ pub(crate) async fn run<S, B>(
             idle_since: Some(accepted),
             head_since: Some(accepted),
             head_begun: false,
+            head_reading: false,
             h2: false,
         }),
         polling: AtomicBool::new(false),
@@ -308,6 +317,7 @@ pub(crate) async fn run<S, B>(
         idle_since: None,
         head_since: None,
         head_begun: false,
+        head_reading: false,
         h2: false,
     };
     let mut sleep: Option<Sleep> = None;
@@ -616,6 +626,7 @@ impl ConnIo {
                         st.h2 = true;
                         st.head_since = None;
                         st.head_begun = false;
+                        st.head_reading = false;
                     }
                 }
             }
@@ -635,6 +646,11 @@ impl ConnIo {
         if st.in_flight == 0 {
             if st.head_since.is_none() {
                 st.head_since = Some(Instant::now());
+            }
+            // While it flushes a response, hyper reads ahead at most once (into an empty
+            // buffer): a second read of the head then is hyper reading the head itself.
+            if st.head_begun && me.shared.write_blocked.load(Ordering::Relaxed) {
+                st.head_reading = true;
             }
             st.head_begun = true;
         }
@@ -700,7 +716,7 @@ impl ConnIo {
                     if st.in_flight == 0 {
                         let now = Instant::now();
                         st.idle_since = Some(now);
-                        if st.head_begun {
+                        if st.head_begun && !st.head_reading {
                             st.head_since = Some(now);
                         }
                     }
