@@ -64,10 +64,16 @@ pub(crate) fn current_shard() -> Arc<Shard> {
 #[track_caller]
 fn shard_of(handle: Handle) -> Arc<Shard> {
     let id = handle.id();
-    let cached = CACHE.with(|c| match &*c.borrow() {
-        Some((cid, shard)) if *cid == id && !shard.is_shutdown() => Some(shard.clone()),
-        _ => None,
-    });
+    // `try_with`: a timer may be made as this thread's locals are destroyed (a task dropped
+    // with a runtime kept in one, after Tokio's context), the cache already gone: it is then
+    // skipped, as Tokio's own timers work there.
+    let cached = CACHE
+        .try_with(|c| match &*c.borrow() {
+            Some((cid, shard)) if *cid == id && !shard.is_shutdown() => Some(shard.clone()),
+            _ => None,
+        })
+        .ok()
+        .flatten();
     if let Some(shard) = cached {
         return shard;
     }
@@ -75,7 +81,7 @@ fn shard_of(handle: Handle) -> Arc<Shard> {
     let shard = timer.shard().clone();
     // The entry replaced may hold a shard's last reference, whose drop drops the wakers left
     // in its wheel (user code, which may look its shard up here): after the borrow.
-    let replaced = CACHE.with(|c| c.replace(Some((id, shard.clone()))));
+    let replaced = CACHE.try_with(|c| c.replace(Some((id, shard.clone()))));
     drop(replaced);
     shard
 }
@@ -98,10 +104,14 @@ pub(crate) fn current_shard_of_task() -> Arc<Shard> {
         return current_shard();
     };
     let slot = task_slot(task);
-    let cached = BY_TASK.with(|c| match &c.borrow()[slot] {
-        Some((id, shard)) if *id == task && !shard.is_shutdown() => Some(shard.clone()),
-        _ => None,
-    });
+    // `try_with`, as in `shard_of`: a task dropped as this thread's locals are destroyed.
+    let cached = BY_TASK
+        .try_with(|c| match &c.borrow()[slot] {
+            Some((id, shard)) if *id == task && !shard.is_shutdown() => Some(shard.clone()),
+            _ => None,
+        })
+        .ok()
+        .flatten();
     match cached {
         Some(shard) => shard,
         None => shard_of_task_missed(task, slot),
@@ -121,7 +131,7 @@ fn shard_of_task_missed(task: tokio::task::Id, slot: usize) -> Arc<Shard> {
     let shard = shard_of(handle);
     if driven_by_workers {
         // Dropped after the borrow, as in `shard_of`.
-        let replaced = BY_TASK.with(|c| c.borrow_mut()[slot].replace((task, shard.clone())));
+        let replaced = BY_TASK.try_with(|c| c.borrow_mut()[slot].replace((task, shard.clone())));
         drop(replaced);
     }
     shard
@@ -332,6 +342,50 @@ mod tests {
             .unwrap();
         });
         FORCE_TASK_CACHE.with(|f| f.set(false));
+    }
+
+    /// A task dropped as its thread's locals are destroyed (its runtime kept in one) may look
+    /// its timer up, the per-task cache destroyed already: skipped, not a panic.
+    #[test]
+    fn a_task_dropped_after_the_per_task_cache_finds_its_timer() {
+        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        static DONE: AtomicBool = AtomicBool::new(false);
+        static HAD_TASK: AtomicBool = AtomicBool::new(false);
+        thread_local! {
+            static RT: RefCell<Option<tokio::runtime::Runtime>> = const { RefCell::new(None) };
+        }
+        struct Cleanup;
+        impl Drop for Cleanup {
+            fn drop(&mut self) {
+                HAD_TASK.store(tokio::task::try_id().is_some(), SeqCst);
+                drop(current_shard_of_task());
+                DONE.store(true, SeqCst);
+            }
+        }
+        std::thread::spawn(|| {
+            FORCE_TASK_CACHE.with(|f| f.set(true));
+            // Tokio's context, then the runtime, then the caches (first used in `block_on`):
+            // destroyed in the reverse order.
+            let _ = Handle::try_current();
+            RT.with(|r| *r.borrow_mut() = Some(runtime(false)));
+            RT.with(|r| {
+                r.borrow().as_ref().unwrap().block_on(async {
+                    tokio::spawn(async {
+                        drop(current_shard_of_task());
+                        let _cleanup = Cleanup;
+                        std::future::pending::<()>().await
+                    });
+                    tokio::task::yield_now().await;
+                })
+            });
+        })
+        .join()
+        .expect("the thread ends without a panic");
+        assert!(
+            HAD_TASK.load(SeqCst),
+            "dropped as a task: the per-task path"
+        );
+        assert!(DONE.load(SeqCst), "the destructor ran to its end");
     }
 
     /// Whether the registry holds a default timer of runtime `id`.
