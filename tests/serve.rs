@@ -549,12 +549,14 @@ async fn a_next_head_sent_during_a_long_response_does_not_cut_it() {
     }
 }
 
-/// A client that stops reading its response and trickles a next head is still cut at the
-/// header-read limit: its request's body read after the response was buffered, hyper reads
-/// the head itself while the response waits to go out, and each byte it reads keeps the idle
-/// limit from firing, so the header-read limit may not wait for the response there.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_head_trickled_behind_an_unread_response_is_cut_at_the_header_read_limit() {
+/// A client that sends a request whose handler reads its (1-byte) body after answering with
+/// more than the socket buffers hold, then never reads and writes `writes`, one every 100 ms:
+/// hyper, its request over, reads each of them on its own while the response waits to go
+/// out, and each read keeps the idle limit from firing. How long the connection lasted (none
+/// is over 2 s if a limit cut it), and the server's metrics.
+async fn trickle_behind_an_unread_response<'a>(
+    writes: impl IntoIterator<Item = &'a [u8]>,
+) -> (Duration, ServeMetrics) {
     let s = server()
         .await
         .header_read_timeout(ms(200))
@@ -568,22 +570,77 @@ async fn a_head_trickled_behind_an_unread_response_is_cut_at_the_header_read_lim
     tokio::time::sleep(ms(100)).await;
     tcp.write_all(b"x").await.unwrap(); // the body, after the response was buffered
     tokio::time::sleep(ms(100)).await;
-    // Never reads; a byte of a next head every 100 ms (about 6 s if nothing cuts it).
     let start = Instant::now();
-    let head = b"GET / HTTP/1.1\r\nx-trickle: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    for &byte in head {
-        if metrics.active() == 0 || tcp.write_all(&[byte]).await.is_err() {
+    for bytes in writes {
+        if metrics.active() == 0 || tcp.write_all(bytes).await.is_err() {
             break;
         }
         tokio::time::sleep(ms(100)).await;
     }
     assert_eq!(metrics.active(), 0, "still open: {metrics:?}");
-    assert!(
-        start.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        start.elapsed()
-    );
+    task.abort();
+    (start.elapsed(), metrics)
+}
+
+/// A next head trickled behind a response the client does not read is cut at the
+/// header-read limit, which may not wait for that response there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_trickled_behind_an_unread_response_is_cut_at_the_header_read_limit() {
+    let head = b"GET / HTTP/1.1\r\nx-trickle: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let (lasted, metrics) = trickle_behind_an_unread_response(head.chunks(1)).await;
+    assert!(lasted < Duration::from_secs(2), "{lasted:?}");
     assert_eq!(metrics.closed(CloseReason::HeaderRead), 1, "{metrics:?}");
+}
+
+/// Empty lines trickled there (no head) are cut too: at the header-read limit the late body's
+/// byte started (it cannot be told from a head), else at the keep-alive limit; neither may
+/// wait for that response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_lines_trickled_behind_an_unread_response_are_cut() {
+    let lines = std::iter::repeat_n(&b"\r\n"[..], 40);
+    let (lasted, metrics) = trickle_behind_an_unread_response(lines).await;
+    assert!(lasted < Duration::from_secs(2), "{lasted:?}");
+    let cut = metrics.closed(CloseReason::HeaderRead) + metrics.closed(CloseReason::KeepAlive);
+    assert_eq!(cut, 1, "{metrics:?}");
+}
+
+/// A request whose body its handler reads after answering, sent whole, does not get its
+/// response cut while the client reads it at a steady pace: hyper reads that body while the
+/// response goes out, and the header-read limit (which cannot tell it from a next head)
+/// counts from the last time the response's write stopped waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_read_late_does_not_cut_a_response_read_steadily() {
+    let s = server()
+        .await
+        .header_read_timeout(ms(100))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .idle_timeout(Duration::from_secs(5));
+    let (addr, metrics, task) = start(s);
+    let (mut rd, mut wr) = TcpStream::connect(addr).await.unwrap().into_split();
+    let body = 256 << 10;
+    let mut request =
+        format!("POST /late-body HTTP/1.1\r\nhost: x\r\ncontent-length: {body}\r\n\r\n")
+            .into_bytes();
+    request.resize(request.len() + body, b'b');
+    let writer = tokio::spawn(async move {
+        wr.write_all(&request).await.unwrap();
+        wr
+    });
+    let mut buf = vec![0; 64 << 10];
+    let mut got = 0;
+    let until = Instant::now() + Duration::from_secs(30);
+    while got < 64 << 20 {
+        assert!(Instant::now() < until, "{got} bytes; {metrics:?}");
+        tokio::time::sleep(ms(2)).await; // a steady reader
+        match rd.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    // Whole (the body's bytes, which cannot be told from a next head, may close the
+    // connection at the header-read limit after it, as documented).
+    assert!(got > 64 << 20, "{got} bytes; {metrics:?}");
+    drop(writer.await.unwrap());
     task.abort();
 }
 

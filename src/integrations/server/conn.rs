@@ -102,10 +102,15 @@ struct State {
     /// its accept, before any byte: until one comes it is also waiting idle, under the
     /// keep-alive limit).
     head_begun: bool,
-    /// The awaited head was read again while a response's write waited: hyper is reading
-    /// the head itself (its last request ended, body and all, with the response still
-    /// going out), not reading ahead once while it flushes, so its limit runs meanwhile.
+    /// Read twice with nothing in flight while a response's write waited: hyper is reading on
+    /// its own (its last request ended, body and all, with the response still going out),
+    /// not reading ahead once while it flushes, so the header-read and keep-alive limits run
+    /// meanwhile (a client that does not read cannot trickle bytes, empty lines or a
+    /// request body read late, past them). Cleared when the write stops waiting.
     head_reading: bool,
+    /// Read once with nothing in flight while a response's write waited (see
+    /// `head_reading`). Cleared when the write stops waiting.
+    blocked_read: bool,
     /// The client sent the HTTP/2 preface: no header-read limit, and the keep-alive limit
     /// drains (GOAWAY) instead of closing.
     h2: bool,
@@ -154,6 +159,7 @@ impl Shared {
         st.head_since = None;
         st.head_begun = false;
         st.head_reading = false;
+        st.blocked_read = false;
     }
 
     /// A request's response has ended (or its call failed, or was dropped).
@@ -205,7 +211,7 @@ fn next_due(
     // GOAWAY's ping.
     // Not while a response still goes out: a next head read ahead meanwhile (hyper reads
     // once while it flushes) waits for hyper to finish the response, and its limit counts
-    // from then; unless hyper is seen reading the head itself (see `head_reading`).
+    // from then; unless hyper is seen reading on its own (see `head_reading`).
     let head = match (st.h2, limits.header_read, st.head_since) {
         (false, Some(limit), Some(since)) if !write_blocked || st.head_reading => {
             Some(deadline_after(since, limit))
@@ -220,7 +226,7 @@ fn next_due(
     if head.is_none() || !st.head_begun {
         if let (0, false, Some(limit), Some(since)) = (
             st.in_flight,
-            write_blocked,
+            write_blocked && !st.head_reading,
             limits.keep_alive,
             st.idle_since,
         ) {
@@ -284,6 +290,7 @@ pub(crate) async fn run<S, B>(
             head_since: Some(accepted),
             head_begun: false,
             head_reading: false,
+            blocked_read: false,
             h2: false,
         }),
         polling: AtomicBool::new(false),
@@ -318,6 +325,7 @@ pub(crate) async fn run<S, B>(
         head_since: None,
         head_begun: false,
         head_reading: false,
+        blocked_read: false,
         h2: false,
     };
     let mut sleep: Option<Sleep> = None;
@@ -627,6 +635,7 @@ impl ConnIo {
                         st.head_since = None;
                         st.head_begun = false;
                         st.head_reading = false;
+                        st.blocked_read = false;
                     }
                 }
             }
@@ -634,23 +643,26 @@ impl ConnIo {
                 .version_pending
                 .store(*me.proto == Proto::Unknown, Ordering::SeqCst);
         }
-        // Empty lines before a request line are no head: hyper skips them (RFC 9112 §2.2), so
-        // a client that sends one between requests is still waiting for its next request.
-        if *me.proto == Proto::Http2
-            || !me.shared.heads
-            || bytes.iter().all(|&b| b == b'\r' || b == b'\n')
-        {
+        if *me.proto == Proto::Http2 || !me.shared.tracked() {
             return;
         }
         let mut st = me.shared.lock();
+        // While it flushes a response, hyper reads ahead at most once (into an empty buffer):
+        // a second read then is hyper reading on its own.
+        if st.in_flight == 0 && me.shared.write_blocked.load(Ordering::Relaxed) {
+            if st.blocked_read {
+                st.head_reading = true;
+            }
+            st.blocked_read = true;
+        }
+        // Empty lines before a request line are no head: hyper skips them (RFC 9112 §2.2), so
+        // a client that sends one between requests is still waiting for its next request.
+        if !me.shared.heads || bytes.iter().all(|&b| b == b'\r' || b == b'\n') {
+            return;
+        }
         if st.in_flight == 0 {
             if st.head_since.is_none() {
                 st.head_since = Some(Instant::now());
-            }
-            // While it flushes a response, hyper reads ahead at most once (into an empty
-            // buffer): a second read of the head then is hyper reading the head itself.
-            if st.head_begun && me.shared.write_blocked.load(Ordering::Relaxed) {
-                st.head_reading = true;
             }
             st.head_begun = true;
         }
@@ -716,9 +728,11 @@ impl ConnIo {
                     if st.in_flight == 0 {
                         let now = Instant::now();
                         st.idle_since = Some(now);
-                        if st.head_begun && !st.head_reading {
+                        if st.head_begun {
                             st.head_since = Some(now);
                         }
+                        st.head_reading = false;
+                        st.blocked_read = false;
                     }
                 }
             }

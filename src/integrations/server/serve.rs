@@ -138,10 +138,10 @@ impl<S> Serve<S> {
     /// between requests is still waiting for its next one, bounded by the keep-alive limit.
     /// It does not run while a response still goes out (the client has yet to read it): a
     /// head that arrives meanwhile waits for hyper to finish writing, and its limit starts
-    /// from the response's last byte written; unless hyper reads more of that head before
-    /// then (its request ended, body and all, with the response still going out), when the
-    /// limit runs from the head's first byte as usual: a client that does not read cannot
-    /// trickle a head past it.
+    /// from the last time the response's write stopped waiting; unless hyper reads on its own
+    /// meanwhile (its request ended, body and all, with the response still going out), when
+    /// this limit and the keep-alive limit run on: a client that does not read cannot
+    /// trickle a head, or empty lines, past them.
     /// A head pipelined behind a
     /// request (sent before that request's response) is read with it and sits in hyper's
     /// buffer when it ends, where it cannot be told from an idle wait: the keep-alive limit
