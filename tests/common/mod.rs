@@ -236,6 +236,11 @@ impl<F: Fn(&tracing::Event<'_>) + Send + Sync + 'static> OnEvent<F> {
     /// Installs the subscriber for this thread (a current-thread runtime's tasks run on it)
     /// while the guard lives.
     pub(crate) fn install(f: F) -> tracing::subscriber::DefaultGuard {
+        // With a single dispatcher alive, tracing computes a call site first hit on another
+        // thread from that thread's default alone (nobody: `never`, cached for every thread):
+        // a second one, kept for good, makes it ask every dispatcher alive, this one included.
+        static SECOND: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+        SECOND.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::new()));
         let guard = tracing::subscriber::set_default(OnEvent(f));
         // Other tests' threads, with no subscriber, may have cached that nobody listens.
         tracing::callsite::rebuild_interest_cache();
