@@ -146,12 +146,16 @@ impl<S> Serve<S> {
     /// request (sent before that request's response) is read with it and sits in hyper's
     /// buffer when it ends, where it cannot be told from an idle wait: the keep-alive limit
     /// (or the idle limit) bounds it, so set one of them with this one. The same goes the other
-    /// way for a request body still arriving after its response has ended (a handler that
-    /// answers at once and reads its body later, from another task): its bytes cannot be told
-    /// from a next head either, so they start this limit, which may then close the
-    /// connection (as [`HeaderRead`](super::CloseReason::HeaderRead)) during that upload, or
-    /// in the keep-alive wait after it. Read a request's body before its response ends where
-    /// the body may outlast this limit.
+    /// way for a request body read after its response has ended (a handler that answers at
+    /// once and reads its body later, from another task), even one the client sent whole:
+    /// its bytes cannot be told from a next head either, so they start this limit, which may
+    /// then close the connection (as [`HeaderRead`](super::CloseReason::HeaderRead)) during
+    /// that upload, or in the keep-alive wait after it; and hyper, reading that body on its
+    /// own (more than one read: over about 8 KiB) while the response still goes out, lets
+    /// the limit run under the response too, restarted only each time the response's write
+    /// stops waiting: a client that drains the socket's send buffer (megabytes) more slowly
+    /// than the limit may see its response cut. Read a request's body before its response
+    /// ends where it may be large or outlast this limit.
     ///
     /// It still runs while the connection drains (graceful shutdown, maximum age): hyper
     /// waits for a connection's first request head begun before the drain, and this limit is
