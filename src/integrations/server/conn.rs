@@ -107,10 +107,10 @@ struct State {
     /// not reading ahead once while it flushes, so the header-read and keep-alive limits run
     /// meanwhile (a client that does not read cannot trickle bytes, empty lines or a
     /// request body read late, past them). Cleared when the write stops waiting.
-    head_reading: bool,
+    reading_alone: bool,
     /// Read once with nothing in flight while a response's write waited (see
-    /// `head_reading`). Cleared when the write stops waiting.
-    blocked_read: bool,
+    /// `reading_alone`). Cleared when the write stops waiting.
+    read_while_blocked: bool,
     /// The client sent the HTTP/2 preface: no header-read limit, and the keep-alive limit
     /// drains (GOAWAY) instead of closing.
     h2: bool,
@@ -158,8 +158,8 @@ impl Shared {
         st.idle_since = None;
         st.head_since = None;
         st.head_begun = false;
-        st.head_reading = false;
-        st.blocked_read = false;
+        st.reading_alone = false;
+        st.read_while_blocked = false;
     }
 
     /// A request's response has ended (or its call failed, or was dropped).
@@ -211,9 +211,9 @@ fn next_due(
     // GOAWAY's ping.
     // Not while a response still goes out: a next head read ahead meanwhile (hyper reads
     // once while it flushes) waits for hyper to finish the response, and its limit counts
-    // from then; unless hyper is seen reading on its own (see `head_reading`).
+    // from then; unless hyper is seen reading on its own (see `reading_alone`).
     let head = match (st.h2, limits.header_read, st.head_since) {
-        (false, Some(limit), Some(since)) if !write_blocked || st.head_reading => {
+        (false, Some(limit), Some(since)) if !write_blocked || st.reading_alone => {
             Some(deadline_after(since, limit))
         }
         _ => None,
@@ -226,7 +226,7 @@ fn next_due(
     if head.is_none() || !st.head_begun {
         if let (0, false, Some(limit), Some(since)) = (
             st.in_flight,
-            write_blocked && !st.head_reading,
+            write_blocked && !st.reading_alone,
             limits.keep_alive,
             st.idle_since,
         ) {
@@ -289,8 +289,8 @@ pub(crate) async fn run<S, B>(
             idle_since: Some(accepted),
             head_since: Some(accepted),
             head_begun: false,
-            head_reading: false,
-            blocked_read: false,
+            reading_alone: false,
+            read_while_blocked: false,
             h2: false,
         }),
         polling: AtomicBool::new(false),
@@ -324,8 +324,8 @@ pub(crate) async fn run<S, B>(
         idle_since: None,
         head_since: None,
         head_begun: false,
-        head_reading: false,
-        blocked_read: false,
+        reading_alone: false,
+        read_while_blocked: false,
         h2: false,
     };
     let mut sleep: Option<Sleep> = None;
@@ -634,8 +634,8 @@ impl ConnIo {
                         st.h2 = true;
                         st.head_since = None;
                         st.head_begun = false;
-                        st.head_reading = false;
-                        st.blocked_read = false;
+                        st.reading_alone = false;
+                        st.read_while_blocked = false;
                     }
                 }
             }
@@ -650,10 +650,10 @@ impl ConnIo {
         // While it flushes a response, hyper reads ahead at most once (into an empty buffer):
         // a second read then is hyper reading on its own.
         if st.in_flight == 0 && me.shared.write_blocked.load(Ordering::Relaxed) {
-            if st.blocked_read {
-                st.head_reading = true;
+            if st.read_while_blocked {
+                st.reading_alone = true;
             }
-            st.blocked_read = true;
+            st.read_while_blocked = true;
         }
         // Empty lines before a request line are no head: hyper skips them (RFC 9112 §2.2), so
         // a client that sends one between requests is still waiting for its next request.
@@ -731,8 +731,8 @@ impl ConnIo {
                         if st.head_begun {
                             st.head_since = Some(now);
                         }
-                        st.head_reading = false;
-                        st.blocked_read = false;
+                        st.reading_alone = false;
+                        st.read_while_blocked = false;
                     }
                 }
             }
