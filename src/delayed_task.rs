@@ -411,7 +411,8 @@ impl<T> fmt::Debug for DelayedTask<T> {
 impl<T: Send + 'static> DelayedTask<T> {
     /// Files `future` to be spawned at `deadline`. `check_clock`: the deadline may already have
     /// passed (it was given as an `Instant`); without it (now + a non-zero duration), a
-    /// deadline that passes before filing is still caught by the wheel's own time.
+    /// deadline that passes before filing is still caught by the wheel's own time (and, on a
+    /// full timer, by the clock).
     pub(crate) fn new<F>(
         shard: Arc<Shard>,
         deadline: Instant,

@@ -19,8 +19,8 @@ use crate::timer::Timer;
 /// `Ok` even with a zero `duration`, and never touches the wheel. The timer is registered only
 /// when the future first returns `Pending`, and removed when it completes or the `Timeout` is
 /// dropped: the common case of an RPC that answers in time costs one insert and one O(1)
-/// removal. A `duration` too large to add (such as `Duration::MAX`) sets no deadline, as in
-/// Tokio: the timeout never elapses (a shutdown of the timer still resolves it). As with
+/// removal. A `duration` too large to add (such as `Duration::MAX`) never elapses, as in
+/// Tokio, but still takes a timer (a shutdown of the timer resolves it; Tokio's sets none). As with
 /// [`sleep_wheel`](crate::sleep_wheel), a first poll that comes only after the deadline has
 /// passed reads no clock, and the timeout elapses on the driver's next pass; [`timeout_at`]
 /// checks the clock on first poll.

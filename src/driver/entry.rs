@@ -461,16 +461,16 @@ impl Shard {
         driver.elapsed_before_shutdown(driver.clock.deadline_to_units(deadline))
     }
 
-    /// Files a one-shot entry that wakes `waker()` at `deadline`: the registration of every
-    /// one-shot future. `Ok(Some(key))`: pending. `Ok(None)`: due already (with
-    /// `check_clock`, a deadline at or before now never reaches the wheel; without it, one
-    /// the wheel's time has passed, or, on a full timer, the clock). `Err(Shutdown)`: the
-    /// timer shut down; `Err(Full)`: no slot for a deadline still ahead. `waker` is called
-    /// before the entry is filed, and the waker dropped if it is not.
+    /// Files a one-shot entry that wakes `waker()` at `deadline`: the registration of a
+    /// delayed task (futures register through [`TimerEntry::register`]). `Ok(Some(key))`:
+    /// pending. `Ok(None)`: due already (with `check_clock`, a deadline at or before now
+    /// never reaches the wheel; without it, one the wheel's time has passed, or, on a full
+    /// timer, the clock). `Err(Shutdown)`: the timer shut down; `Err(Full)`: no slot (without
+    /// `check_clock`, only for a deadline still ahead). `waker` is called before the entry is
+    /// filed, and the waker dropped if it is not.
     ///
     /// `check_clock` reads the clock first: needed when the deadline was given as an
-    /// `Instant`, skipped for one computed as now + a non-zero duration (the hot path of
-    /// `timeout`).
+    /// `Instant`, skipped for one computed as now + a non-zero duration.
     #[inline]
     pub(crate) fn register_at(
         &self,
