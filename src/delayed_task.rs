@@ -381,7 +381,7 @@ impl<T: Send> ErasedCell<T> for Finished<T> {
 }
 
 /// A handle to a delayed task, returned by [`spawn_after`], [`spawn_at`] and their
-/// [`Timer`](crate::Timer) equivalents.
+/// [`Timer`] equivalents.
 ///
 /// Awaiting it yields the task's output, or a [`DelayedError`] saying whether it was
 /// cancelled, panicked, or was stopped by a shutdown (of its timer before it started, or of
@@ -631,7 +631,7 @@ impl<T> Drop for DelayedTask<T> {
 /// knows nothing of the futures built on it.
 impl Timer {
     /// Runs `future` as a Tokio task once `duration` has elapsed (see
-    /// [`spawn_after`](crate::spawn_after)).
+    /// [`spawn_after`]).
     ///
     /// # Panics
     ///
@@ -652,7 +652,7 @@ impl Timer {
         }
     }
 
-    /// Runs `future` as a Tokio task at `deadline` (see [`spawn_at`](crate::spawn_at)).
+    /// Runs `future` as a Tokio task at `deadline` (see [`spawn_at`]).
     ///
     /// # Panics
     ///

@@ -98,7 +98,7 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
 
 impl Timer {
     /// Creates an [`Interval`] on this timer that ticks every `period`, the first tick at once
-    /// (see [`interval`](crate::interval)).
+    /// (see [`interval`](fn@crate::interval)).
     ///
     /// # Panics
     ///
@@ -133,7 +133,7 @@ impl Timer {
     }
 
     /// Creates an [`Interval`] on this timer that ticks every `period`, the first tick at
-    /// `start` (see [`interval_at`](crate::interval_at)).
+    /// `start` (see [`interval_at`]).
     ///
     /// # Panics
     ///

@@ -25,11 +25,11 @@
 //! # }
 //! ```
 //!
-//! The free functions ([`sleep_wheel`], [`sleep_wheel_until`], [`timeout`], [`timeout_at`],
-//! [`spawn_after`], [`spawn_at`], [`interval`], [`interval_at`]) and [`DelayQueue::new`] use a
-//! default [`Timer`] (1 ms tick, 64 buckets per level, no limit) created lazily for each Tokio
-//! runtime, so two runtimes never share a driver. Build a [`Timer`] with [`Timer::builder`] to
-//! choose the tick, wheel size or a `max_pending` limit.
+//! The free functions ([`sleep_wheel`], [`sleep_wheel_until`], [`timeout`](fn@timeout),
+//! [`timeout_at`], [`spawn_after`], [`spawn_at`], [`interval`](fn@interval), [`interval_at`])
+//! and [`DelayQueue::new`] use a default [`Timer`] (1 ms tick, 64 buckets per level, no
+//! limit) created lazily for each Tokio runtime, so two runtimes never share a driver. Build a
+//! [`Timer`] with [`Timer::builder`] to choose the tick, wheel size or a `max_pending` limit.
 //!
 //! The timer futures find the default timer through a per-thread cache keyed by task, so a
 //! task on a multi-thread runtime pays no runtime lookup after its first timer on a thread.

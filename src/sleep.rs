@@ -357,13 +357,13 @@ impl Sleep {
 
     /// Like [`reset`](Sleep::reset), but on a timer built with
     /// [`max_pending`](crate::Builder::max_pending) that is full, returns
-    /// [`TimerError::Full`](crate::TimerError::Full) (and the `Sleep` stays as if reset,
+    /// [`TimerError::Full`] (and the `Sleep` stays as if reset,
     /// without a slot: its next poll tries again, and panics if the timer is still full). On a
     /// timer without a limit it never fails.
     ///
     /// # Errors
     ///
-    /// [`TimerError::Full`](crate::TimerError::Full) as above. A shut-down timer is not an
+    /// [`TimerError::Full`] as above. A shut-down timer is not an
     /// error: the `Sleep` completes on its next poll, as after [`reset`](Sleep::reset).
     ///
     /// # Examples
@@ -540,7 +540,7 @@ impl Sleep {
 /// The sleeps of a [`Timer`]; they live here, beside the future they build, so that `Timer`
 /// knows nothing of the futures built on it.
 impl Timer {
-    /// A future that completes once `duration` has elapsed (see [`sleep_wheel`](crate::sleep_wheel)).
+    /// A future that completes once `duration` has elapsed (see [`sleep_wheel`]).
     ///
     /// # Panics
     ///
@@ -551,7 +551,7 @@ impl Timer {
         Sleep::after(self.shard().clone(), duration)
     }
 
-    /// A future that completes at `deadline` (see [`sleep_wheel_until`](crate::sleep_wheel_until)).
+    /// A future that completes at `deadline` (see [`sleep_wheel_until`]).
     ///
     /// # Panics
     ///

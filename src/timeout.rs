@@ -181,7 +181,7 @@ impl<T: Future> Future for Timeout<T> {
 /// The timeouts of a [`Timer`]; they live here, beside the future they build, so that `Timer`
 /// knows nothing of the futures built on it.
 impl Timer {
-    /// Requires `future` to complete within `duration` (see [`timeout`](crate::timeout)).
+    /// Requires `future` to complete within `duration` (see [`timeout`](fn@crate::timeout)).
     ///
     /// # Panics
     ///
@@ -193,7 +193,7 @@ impl Timer {
         )
     }
 
-    /// Requires `future` to complete before `deadline` (see [`timeout_at`](crate::timeout_at)).
+    /// Requires `future` to complete before `deadline` (see [`timeout_at`]).
     ///
     /// # Panics
     ///

@@ -565,7 +565,7 @@ impl Shard {
         self.pending_in(&self.lock())
     }
 
-    /// [`len`](Self::len), with the wheel's lock held by the caller.
+    /// `len` (the pending entries), with the wheel's lock held by the caller.
     pub(crate) fn pending_in(&self, wheel: &WakerWheel) -> usize {
         // Under the wheel's lock no sweep runs, and a handed-over key stays in the wheel until
         // one does: every key counted here is one of the wheel's entries.

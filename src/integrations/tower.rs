@@ -14,7 +14,7 @@
 //! On a timer built with [`max_pending`](crate::Builder::max_pending), each call takes its
 //! timer slot when it is made, and a call that a full timer cannot take is refused: the inner
 //! service is not called and the response future fails at once with
-//! [`TimerError::Full`](crate::TimerError::Full), as the timer's `try_*` methods do, rather
+//! [`TimerError::Full`], as the timer's `try_*` methods do, rather
 //! than panicking when polled.
 //!
 //! # The elapsed error is tower's

@@ -19,7 +19,7 @@ use crate::loom::MutexGuard;
 ///
 /// `Timer` is a cheap handle (`Clone + Send + Sync`); clones share the wheel. Most programs do
 /// not need one: the free functions ([`sleep_wheel`](crate::sleep_wheel),
-/// [`timeout`](crate::timeout), [`spawn_after`](crate::spawn_after), ...) use a default timer
+/// [`timeout`](fn@crate::timeout), [`spawn_after`](crate::spawn_after), ...) use a default timer
 /// (1 ms tick, 64 buckets per level, no limit) created lazily for each Tokio runtime. Build
 /// your own to choose the tick, the wheel size or a limit on pending timers.
 ///

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Why a connection served by [`serve`](super::serve) ended: machine-readable, so a dashboard
+/// Why a connection served by [`serve`](fn@super::serve) ended: machine-readable, so a dashboard
 /// or a test can tell a timeout from a transport error.
 ///
 /// Each close is logged with `tracing` (level `debug`, field `reason` set to

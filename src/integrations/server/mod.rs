@@ -1,6 +1,6 @@
 //! `serve`: an HTTP/1 and HTTP/2 server whose every timer runs on the wheel.
 //!
-//! [`serve`] takes a `tokio::net::TcpListener` and a tower service (an `axum::Router`, a
+//! [`serve`](fn@serve) takes a `tokio::net::TcpListener` and a tower service (an `axum::Router`, a
 //! tonic service, a `tower::service_fn`) and serves it the way `axum::serve` does, with the
 //! limits a server facing the internet needs, each on the wheel:
 //!

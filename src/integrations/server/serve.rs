@@ -315,7 +315,7 @@ impl<S> Serve<S> {
     /// killed by a panic; the server's own timers (the pause before accepting again after an
     /// accept error, and the [`shutdown_timeout`](Serve::shutdown_timeout)) go on the
     /// runtime's default timer instead. hyper's own timers (the HTTP/1 header-read limit and
-    /// HTTP/2 keep-alive pings, through [`HyperTimer`](crate::hyper::HyperTimer)) have no way
+    /// HTTP/2 keep-alive pings, through [`HyperTimer`]) have no way
     /// to report an error: on a full timer they wait on Tokio's timer. If `timer` is shut down, a
     /// connection waiting on one of its limits is closed the same way (its limits can no
     /// longer be timed), and the server's own timers go on the runtime's default timer; with
