@@ -318,6 +318,32 @@ fn loom_pending_vs_cancel_and_register_on_another_shard_stays_within_max_pending
     });
 }
 
+/// A registration refused by a full timer races with a cancel that frees a slot and a
+/// registration made after it: that registration is refused only if the racing one took the
+/// slot. A refusal must not count, even for a moment, as a slot taken: seen by the other
+/// registration, it would refuse it with a slot free (`TimerError::Full` while fewer than
+/// `max_pending` timers are pending).
+#[test]
+fn loom_a_refused_registration_never_makes_another_refused_with_a_slot_free() {
+    model(|| {
+        let (_driver, shards, _rt) = timer(1, 2);
+        let _held = shards[0].register(HOUR, noop_waker()).unwrap().unwrap();
+        let mine = shards[0].register(HOUR, noop_waker()).unwrap().unwrap();
+
+        let other = shards.clone();
+        let racer = thread::spawn(move || other[0].register(HOUR, noop_waker()).is_ok());
+        assert!(shards[0].cancel(mine).is_some());
+        let again = shards[0].register(HOUR, noop_waker()).is_ok();
+        let raced = racer.join().unwrap();
+
+        assert!(
+            again || raced,
+            "refused with a slot free: the racing refusal held it"
+        );
+        assert!(!(again && raced), "max_pending 2 exceeded");
+    });
+}
+
 /// The shard's step of a pass at wheel time `now`: how many entries it fired.
 fn fire(shard: &Shard, now: u64) -> usize {
     let mut fired = FireReport::default();

@@ -345,22 +345,26 @@ impl Driver {
     }
 
     /// Takes a `max_pending` slot for a new registration.
+    ///
+    /// A compare-and-swap that takes a slot only while one is free: a refusal never counts,
+    /// even for a moment, as a slot taken (an add undone after the check would make a
+    /// registration racing it refused with a slot free).
     #[inline]
     pub(crate) fn reserve(&self) -> Result<(), TimerError> {
         if self.max_pending == usize::MAX {
             return Ok(());
         }
-        if self.reserved.fetch_add(1, AcqRel) >= self.max_pending {
-            self.reserved.fetch_sub(1, AcqRel);
-            tracing::debug!(
-                max_pending = self.max_pending,
-                "timer full: registration rejected"
-            );
-            return Err(TimerError::Full {
-                max_pending: self.max_pending,
-            });
+        let max = self.max_pending;
+        match self
+            .reserved
+            .fetch_update(AcqRel, Relaxed, |n| (n < max).then_some(n + 1))
+        {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                tracing::debug!(max_pending = max, "timer full: registration rejected");
+                Err(TimerError::Full { max_pending: max })
+            }
         }
-        Ok(())
     }
 
     /// Gives back `n` slots taken by [`reserve`](Self::reserve).
