@@ -309,6 +309,39 @@ async fn a_finished_body_leaves_no_timer_behind() {
     assert!(!task.is_woken(), "woken at the ended body's old deadline");
 }
 
+/// Trailers are a body's last frame even when the inner body does not say so
+/// (`is_end_stream` is false by default, as for `http_body_util`'s `Channel` and `StreamBody`,
+/// and hyper stops polling after trailers): the timer leaves the wheel with them, and nobody
+/// is woken at the last wait's deadline.
+#[tokio::test(start_paused = true)]
+async fn a_body_that_ends_with_trailers_leaves_no_timer_behind() {
+    use tokio_timing_wheel::Timer;
+
+    let (mut tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(1);
+    let mut body = std::pin::pin!(TimeoutBody::new(Duration::from_secs(30), body));
+    let mut task = tokio_test::task::spawn(());
+    assert!(task
+        .enter(|cx, _| body.as_mut().poll_frame(cx))
+        .is_pending());
+    assert_eq!(Timer::current().pending(), 1);
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    tx.send_trailers(trailers).await.unwrap();
+    let last = task.enter(|cx, _| body.as_mut().poll_frame(cx));
+    match last {
+        Poll::Ready(Some(Ok(frame))) => assert!(frame.is_trailers()),
+        other => panic!("not the trailers: {other:?}"),
+    }
+    assert_eq!(
+        Timer::current().pending(),
+        0,
+        "the timer of a body that ended with trailers is still filed"
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!task.is_woken(), "woken at the ended body's old deadline");
+    drop(tx);
+}
+
 /// A streaming body outlives a shutdown of the runtime's default timer: its later waits use the
 /// new default timer, and it times out at its limit, not at once.
 #[tokio::test(start_paused = true)]

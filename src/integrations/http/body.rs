@@ -61,8 +61,8 @@ pin_project! {
     /// The limit counts from the moment the body is waited on (a poll that finds no frame), so
     /// a consumer that is slow to poll does not fail it. Its one wheel timer is created at the
     /// first wait and moved in place after each frame (one comparison in the wheel), never
-    /// created again; it leaves the wheel when the body ends (its last frame, an error, or
-    /// the end of the stream).
+    /// created again; it leaves the wheel when the body ends (its last frame, trailers
+    /// included, an error, or the end of the stream).
     ///
     /// Between frames the timer stays filed for the last wait's deadline (moving it later
     /// costs nothing then, see [`Sleep::reset`](crate::Sleep::reset)): when that deadline
@@ -173,11 +173,13 @@ where
         let mut me = self.project();
         if let Poll::Ready(frame) = me.body.as_mut().poll_frame(cx) {
             *me.moved = true;
-            // The body is over (its end, an error, or a frame that says it was the last):
-            // nothing waits on it again, so its timer leaves the wheel now instead of firing,
-            // and waking the task for nothing, at the deadline of the last wait.
+            // The body is over (its end, an error, trailers, or a frame that says it was the
+            // last): nothing waits on it again, so its timer leaves the wheel now instead of
+            // firing, and waking the task for nothing, at the deadline of the last wait.
+            // Trailers end a body even when its `is_end_stream` does not say so (the default
+            // answer, `http_body_util`'s `Channel` and `StreamBody`): hyper stops there.
             let over = match &frame {
-                Some(Ok(_)) => me.body.is_end_stream(),
+                Some(Ok(frame)) => frame.is_trailers() || me.body.is_end_stream(),
                 None | Some(Err(_)) => true,
             };
             if over {
