@@ -154,7 +154,7 @@ async fn reset_after_the_default_timer_shut_down_waits_as_a_new_sleep_would() {
     );
 
     // Later sleeps go to the runtime's new default timer, and so does a reset one (hyper
-    // resets the same sleep for every request on a keep-alive connection).
+    // resets an HTTP/2 connection's keep-alive sleep after every pong).
     let deadline = timer.now() + ms(100);
     let mut fresh = task::spawn(timer.sleep_until(deadline));
     let mut sleep = sleep.into_inner();
@@ -413,7 +413,7 @@ async fn a_wheel_sleep_reset_when_the_timer_is_full_waits_on_tokios_timer() {
     assert_ready!(sleep.poll());
     let _hold = wheel.try_sleep(Duration::from_secs(3600)).unwrap();
 
-    // hyper resets a keep-alive connection's sleep for its next request: the timer is full.
+    // hyper resets an HTTP/2 keep-alive sleep for its next ping: the timer is full.
     let mut sleep = sleep.into_inner();
     timer.reset(&mut sleep, timer.now() + ms(50));
     let mut sleep = task::spawn(sleep);
@@ -446,4 +446,59 @@ async fn a_full_timers_sleep_reset_onto_the_default_timer_outlives_its_shutdown(
     assert_pending!(sleep.poll());
     step(ms(1)).await;
     assert_ready!(sleep.poll());
+}
+
+/// A `HyperTimer` that counts what hyper asks of it: `sleep`, `sleep_until`, `reset`.
+#[derive(Clone)]
+struct Counting(
+    HyperTimer,
+    std::sync::Arc<[std::sync::atomic::AtomicUsize; 3]>,
+);
+
+impl hyper::rt::Timer for Counting {
+    fn sleep(&self, d: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        self.1[0].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.sleep(d)
+    }
+    fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        self.1[1].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.sleep_until(deadline)
+    }
+    fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, deadline: std::time::Instant) {
+        self.1[2].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.reset(sleep, deadline)
+    }
+    fn now(&self) -> std::time::Instant {
+        self.0.now()
+    }
+}
+
+/// What the docs say of hyper's HTTP/1 header-read timeout: a new `sleep_until` for every
+/// request head on a keep-alive connection (hyper drops it once the head is read), not a reset
+/// of one sleep.
+#[tokio::test(start_paused = true)]
+async fn an_http1_keep_alive_connection_makes_a_header_read_sleep_per_request() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let counts = std::sync::Arc::new(Default::default());
+    let timer = Counting(HyperTimer::new(), std::sync::Arc::clone(&counts));
+    let (ours, mut peer) = tokio::io::duplex(4096);
+    let conn = tokio::spawn(
+        http1::Builder::new()
+            .timer(timer)
+            .header_read_timeout(Duration::from_secs(10))
+            .serve_connection(TokioIo::new(ours), service_fn(hello)),
+    );
+    for _ in 0..3 {
+        peer.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = peer.read(&mut buf).await.unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).ends_with("hello"));
+    }
+    let counted = [0, 1, 2].map(|i| counts[i].load(SeqCst));
+    conn.abort();
+    let [sleeps, untils, resets] = counted;
+    assert_eq!((sleeps, resets), (0, 0), "sleep_until {untils}");
+    assert!(untils >= 3, "one per request head: {untils}");
 }

@@ -1,8 +1,9 @@
 //! `HyperTimer`: hyper's timers (header-read timeout, keep-alive) on the wheel.
 //!
 //! hyper 1.x asks its user for a [`hyper::rt::Timer`] and uses it for the HTTP/1 header-read
-//! timeout (slowloris protection, reset for every request on a keep-alive connection), HTTP/2
-//! keep-alive pings, and hyper-util's client pool idle timeout. hyper-util's `TokioTimer`
+//! timeout (slowloris protection: a new `sleep_until` for every request head, dropped once the
+//! head is read), HTTP/2 keep-alive pings (one sleep per connection, reset after each pong), and
+//! hyper-util's client pool idle timeout (one sleep, reset every round). hyper-util's `TokioTimer`
 //! puts them on `tokio::time`; [`HyperTimer`] puts them on this crate's wheel, where
 //! registering, resetting and cancelling does not contend on one lock.
 //!
@@ -87,12 +88,13 @@ use crate::{Sleep, Timer, TimerError};
 /// [`HyperTimer::from`] a [`Timer`] uses that timer (its tick, limit and metrics).
 ///
 /// [`reset`](hyper::rt::Timer::reset) moves the existing sleep in place: no allocation, and a
-/// later deadline (hyper's usual case: the next request on a keep-alive connection) costs one
-/// comparison, the wheel's lazy reset. A sleep that did not come from a `HyperTimer`, or whose
-/// timer has shut down, is replaced by a new one (as [`sleep_until`](hyper::rt::Timer::sleep_until)
-/// would make) rather than left as it was: after the runtime's default timer is shut down, a
-/// keep-alive connection's header-read timeout goes on, on the new default timer, rather than
-/// firing at once for every later request.
+/// later deadline (hyper's usual case: the next HTTP/2 keep-alive ping after a pong, the next
+/// round of hyper-util's pool idle timer; hyper's HTTP/1 header-read timeout makes a new sleep
+/// for every request head instead) costs one comparison, the wheel's lazy reset. A sleep that
+/// did not come from a `HyperTimer`, or whose timer has shut down, is replaced by a new one (as
+/// [`sleep_until`](hyper::rt::Timer::sleep_until) would make) rather than left as it was: after
+/// the runtime's default timer is shut down, an HTTP/2 connection's keep-alive goes on, on the
+/// new default timer, rather than firing at once at every later reset.
 ///
 /// hyper takes a completed sleep for its deadline, so a sleep of the runtime's default timer
 /// ([`HyperTimer::new`]) pending when that timer shuts down does not complete then: it waits
