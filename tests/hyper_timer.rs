@@ -207,6 +207,61 @@ async fn a_pending_sleep_outlives_a_shutdown_of_the_default_timer() {
     assert_ready!(sleep.poll());
 }
 
+/// After an explicit timer's shutdown, a sleep made or reset on it would complete at once,
+/// and hyper would take that for its deadline: a header-read timeout closing every new
+/// connection at once, hyper-util's pool idle task (which resets its sleep each time it
+/// completes) spinning. They wait on Tokio's timer instead, to the deadline, on a timer with
+/// or without `max_pending`.
+#[tokio::test(start_paused = true)]
+async fn sleeps_made_or_reset_after_an_explicit_timers_shutdown_wait_for_their_deadline() {
+    for bounded in [false, true] {
+        let mut builder = Timer::builder();
+        if bounded {
+            builder = builder.max_pending(8);
+        }
+        let wheel = builder.build().unwrap();
+        let timer = HyperTimer::from(wheel.clone());
+        let mut pending = task::spawn(timer.sleep(ms(100)));
+        assert_pending!(pending.poll());
+        wheel.shutdown();
+        assert_ready!(
+            pending.poll(),
+            "pending at the shutdown: completes, as a Sleep does"
+        );
+
+        let start = timer.now();
+        let mut by_duration = task::spawn(timer.sleep(ms(100)));
+        let mut by_instant = task::spawn(timer.sleep_until(start + ms(100)));
+        // The completed sleep, reset as hyper-util's pool idle task does.
+        let mut reset = pending.into_inner();
+        timer.reset(&mut reset, start + ms(50));
+        let mut reset = task::spawn(reset);
+        assert_pending!(by_duration.poll(), "bounded: {bounded}");
+        assert_pending!(by_instant.poll(), "bounded: {bounded}");
+        assert_pending!(reset.poll(), "bounded: {bounded}");
+        step(ms(49)).await;
+        assert_pending!(reset.poll());
+        step(ms(1)).await;
+        assert_ready!(reset.poll());
+
+        // Reset again, as the pool idle task does after each round: a new wait, not a spin.
+        let mut again = reset.into_inner();
+        timer.reset(&mut again, timer.now() + ms(50));
+        let mut again = task::spawn(again);
+        assert_pending!(again.poll());
+        step(ms(49)).await;
+        assert_pending!(by_duration.poll());
+        assert_pending!(by_instant.poll());
+        assert_pending!(again.poll());
+        step(ms(1)).await;
+        assert_ready!(by_duration.poll());
+        assert_ready!(by_instant.poll());
+        assert_ready!(again.poll());
+        assert_eq!(timer.now(), start + ms(100));
+        assert_eq!(wheel.pending(), 0);
+    }
+}
+
 #[test]
 fn built_outside_a_runtime_clone_send_sync_and_short_debug() {
     fn assert_traits<T: Clone + Send + Sync + std::fmt::Debug + 'static>(_: &T) {}

@@ -100,7 +100,11 @@ use crate::{Sleep, Timer, TimerError};
 /// ([`HyperTimer::new`]) pending when that timer shuts down does not complete then: it waits
 /// out the rest on the runtime's new default timer (a header-read timeout, or an HTTP/2
 /// keep-alive waiting for its pong, keeps its full limit). A sleep of an explicit [`Timer`]
-/// completes when that timer shuts down, as [`Sleep`] does: there is no other timer to go on.
+/// pending at its shutdown completes then, as [`Sleep`] does (the server going away: the
+/// connections waiting on it close); sleeps made or reset after it wait on Tokio's own timer,
+/// as an [`Interval`](crate::Interval) does then, instead of completing at once (a header-read
+/// timeout that closed every new connection at once; hyper-util's pool idle task, which
+/// resets its sleep each time it completes, spinning).
 ///
 /// hyper's timers have no way to report an error either. On a [`Timer`] built with
 /// [`max_pending`](crate::Builder::max_pending) that is full, a sleep (made, or reset to a
@@ -119,7 +123,9 @@ use crate::{Sleep, Timer, TimerError};
 ///
 /// Making a sleep with a `HyperTimer::new()` (`sleep`, `sleep_until`, or a `reset` that
 /// replaces the sleep, or the poll of a sleep whose default timer shut down) outside a Tokio
-/// runtime, or on a runtime without a time driver, as Tokio's `sleep` does.
+/// runtime, or on a runtime without a time driver, as Tokio's `sleep` does; making one after
+/// an explicit timer's shutdown, once that timer's runtime has shut down too, in the same
+/// places.
 ///
 /// # Examples
 ///
@@ -226,10 +232,13 @@ enum WheelSleep {
 }
 
 impl WheelSleep {
-    /// `sleep`, made on `timer`.
+    /// `sleep`, made on `timer`; on Tokio's timer if `timer` is an explicit one that has shut
+    /// down (its sleep would complete at once).
     fn wheel(timer: &TimerRef, sleep: Sleep) -> WheelSleep {
         if timer.is_default() {
             WheelSleep::Default(sleep)
+        } else if sleep.shard().is_shutdown() {
+            WheelSleep::Tokio(TokioSleep::new(sleep.deadline(), sleep.shard()))
         } else {
             WheelSleep::Wheel(sleep)
         }
@@ -244,8 +253,7 @@ impl WheelSleep {
     }
 
     /// What a `try_sleep` on the bounded `timer` gave, for a sleep until `deadline()`: the
-    /// wheel's sleep; on a shut-down timer one that completes at once (as `Timer::sleep`
-    /// makes); on a full one, Tokio's.
+    /// wheel's sleep; on a shut-down or full timer, Tokio's.
     fn on(
         timer: &Timer,
         made: Result<Sleep, TimerError>,
@@ -253,7 +261,9 @@ impl WheelSleep {
     ) -> WheelSleep {
         match made {
             Ok(sleep) => WheelSleep::Wheel(sleep),
-            Err(TimerError::Shutdown) => WheelSleep::Wheel(timer.sleep_until(deadline())),
+            Err(TimerError::Shutdown) => {
+                WheelSleep::Tokio(TokioSleep::new(deadline(), timer.shard()))
+            }
             Err(e) => {
                 full(&e);
                 WheelSleep::Tokio(TokioSleep::new(deadline(), timer.shard()))
@@ -263,9 +273,9 @@ impl WheelSleep {
 
     fn reset(&mut self, timer: &TimerRef, deadline: Instant) {
         match self {
-            // Its timer shut down (with `new`: the runtime's default timer, which the next
-            // sleep replaces): a new sleep in the same box, as `sleep_until` would make, rather
-            // than one that completes at once for every later deadline.
+            // Its timer shut down: a new sleep in the same box, as `sleep_until` would make (on
+            // the runtime's new default timer for a `new()`'s, on Tokio's timer for an explicit
+            // timer's), rather than one that completes at once for every later deadline.
             WheelSleep::Default(sleep) | WheelSleep::Wheel(sleep)
                 if sleep.shard().is_shutdown() =>
             {
