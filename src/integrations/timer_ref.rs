@@ -63,16 +63,25 @@ impl TimerRef {
     /// not called and the error is returned: the layers refuse such a request instead of
     /// panicking when its response future is polled. A shut-down timer is not an error here
     /// (the timeout resolves as shut down when polled).
+    ///
+    /// The limit counts from before `make` runs if `clock_first` (as tower-http's `Timeout`,
+    /// which makes its sleep before calling the inner service), else, without a `max_pending`
+    /// limit, from its return (as tower's, which calls first).
     #[cfg(any(feature = "tower", feature = "http"))]
     pub(crate) fn try_timeout<F: std::future::IntoFuture>(
         &self,
         duration: std::time::Duration,
+        clock_first: bool,
         make: impl FnOnce() -> F,
     ) -> Result<crate::Timeout<F::IntoFuture>, crate::TimerError> {
         match self
             .bounded()
             .map(|t| t.try_timeout_delay_until(crate::clock::deadline_after(t.now(), duration)))
         {
+            None | Some(Err(crate::TimerError::Shutdown)) if clock_first => {
+                let sleep = self.sleep(duration);
+                Ok(crate::Timeout::new(make().into_future(), sleep))
+            }
             None | Some(Err(crate::TimerError::Shutdown)) => Ok(self.timeout(duration, make())),
             Some(Ok(slot)) => Ok(crate::Timeout::new(make().into_future(), slot)),
             Some(Err(full)) => Err(full),

@@ -220,7 +220,10 @@ where
     /// With [`TimeoutLayer::new`], outside a Tokio runtime or on one without a time driver.
     fn call(&mut self, request: Request) -> ResponseFuture<S::Future> {
         let inner = &mut self.inner;
-        match self.timer.try_timeout(self.timeout, || inner.call(request)) {
+        match self
+            .timer
+            .try_timeout(self.timeout, false, || inner.call(request))
+        {
             Ok(inner) => ResponseFuture {
                 kind: Kind::Timed { inner },
             },

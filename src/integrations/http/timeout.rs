@@ -240,20 +240,22 @@ where
         self.inner.poll_ready(cx)
     }
 
-    /// Calls the inner service; the returned future's timer starts now and is registered in
-    /// the wheel only if the response is not ready on its first poll.
+    /// Calls the inner service; the limit counts from before the inner service's `call` runs,
+    /// as tower-http's (time that `call` spends before returning its future comes out of the
+    /// limit), and the timer is registered in the wheel only if the response is not ready on
+    /// its first poll.
     ///
     /// On a timer built with [`max_pending`](crate::Builder::max_pending) the call takes its
-    /// slot now instead (even a response ready at once holds one until then), before the inner
-    /// service's `call` runs, so the limit counts from then: time the inner `call` spends
-    /// before returning its future comes out of the limit (without `max_pending`, as in
-    /// tower's, the limit counts from its return); if the timer is
+    /// slot now instead (even a response ready at once holds one until then); if the timer is
     /// full, the inner service is not called and the returned future answers an empty
     /// `503 Service Unavailable` at once (the server is out of timers, as a load-shedding
     /// layer would answer), rather than panicking when polled.
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
         let inner = &mut self.inner;
-        match self.timer.try_timeout(self.timeout, || inner.call(request)) {
+        match self
+            .timer
+            .try_timeout(self.timeout, true, || inner.call(request))
+        {
             Ok(inner) => ResponseFuture {
                 inner: Some(inner),
                 status: self.status,
