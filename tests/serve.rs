@@ -1758,3 +1758,72 @@ async fn an_upgraded_connection_keeps_the_idle_limit() {
     assert_eq!(metrics.active(), 0, "{metrics:?}");
     task.abort();
 }
+
+/// An HTTP/2 client that opens no stream and never reads, flooding PINGs: the server's PONGs
+/// fill the socket and its write waits, but no response goes out, so the keep-alive limit
+/// ("HTTP/2: no open stream for `limit`") still closes the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_ping_flood_never_read_is_closed_at_the_keep_alive_limit() {
+    let s = server().await.keep_alive_timeout(ms(300));
+    let (addr, metrics, task) = start(s);
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let mut tcp = sock.connect(addr).await.unwrap();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    tcp.write_all(&[0, 0, 0, SETTINGS, 0, 0, 0, 0, 0])
+        .await
+        .unwrap();
+    let mut pings = Vec::new();
+    for _ in 0..4096 {
+        pings.extend_from_slice(&[0, 0, 8, PING, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    }
+    let flood = tokio::spawn(async move {
+        // Never reads: the PONGs back up until the server's write waits.
+        while tcp.write_all(&pings).await.is_ok() {}
+    });
+    let until = Instant::now() + Duration::from_secs(5);
+    while metrics.active() > 0 || metrics.accepted() == 0 {
+        assert!(
+            Instant::now() < until,
+            "held past the keep-alive limit: {metrics:?}"
+        );
+        tokio::time::sleep(ms(20)).await;
+    }
+    assert_eq!(metrics.closed(CloseReason::KeepAlive), 1, "{metrics:?}");
+    flood.abort();
+    task.abort();
+}
+
+/// HTTP/2: a response that waits for a client that reads nothing at all (its window open, the
+/// socket full) is still going out: the idle limit closes the connection, not the keep-alive
+/// limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_response_waiting_on_a_client_that_never_reads_is_cut_at_the_idle_limit() {
+    let s = server()
+        .await
+        .keep_alive_timeout(ms(150))
+        .idle_timeout(ms(800));
+    let (addr, metrics, task) = start(s);
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    // SETTINGS: INITIAL_WINDOW_SIZE = 2^31 - 1; the connection window opened as far.
+    out.extend([
+        0, 0, 6, SETTINGS, 0, 0, 0, 0, 0, 0, 4, 0x7f, 0xff, 0xff, 0xff,
+    ]);
+    out.extend([0, 0, 4, 0x8, 0, 0, 0, 0, 0, 0x7f, 0xff, 0, 0]);
+    // HEADERS (END_STREAM | END_HEADERS) for GET http://x/big on stream 1.
+    let block = [0x82, 0x86, 0x04, 4, b'/', b'b', b'i', b'g', 0x01, 1, b'x'];
+    out.extend([0, 0, block.len() as u8, 0x1, 0x5, 0, 0, 0, 1]);
+    out.extend(block);
+    tcp.write_all(&out).await.unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while metrics.active() > 0 || metrics.accepted() == 0 {
+        assert!(Instant::now() < until, "never closed: {metrics:?}");
+        tokio::time::sleep(ms(20)).await;
+    }
+    assert_eq!(metrics.closed(CloseReason::Idle), 1, "{metrics:?}");
+    drop(tcp);
+    task.abort();
+}

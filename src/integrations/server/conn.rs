@@ -573,7 +573,7 @@ pin_project! {
 /// a response's body to h2 whole once it has polled its last frame, and h2 lets it out as the
 /// client's flow-control window allows, so the response is still going out while its frames
 /// (HEADERS, CONTINUATION, DATA: trailers included) are being written.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct FrameScan {
     /// Payload bytes of the current frame still to come.
     skip: usize,
@@ -713,10 +713,17 @@ impl ConnIo {
     /// response has gone out: the keep-alive clock starts now, and so does the header-read
     /// clock of a next head begun meanwhile (hyper reads it while it flushes, and parses it
     /// only once the flush is done: the wait for the client to read is not the head's).
-    fn check<T>(self: Pin<&mut Self>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+    ///
+    /// `response`: on a write that waits, whether what waits may be a response (see
+    /// [`ConnIo::h2_response_waits`]).
+    fn check<T>(
+        self: Pin<&mut Self>,
+        poll: Poll<io::Result<T>>,
+        response: bool,
+    ) -> Poll<io::Result<T>> {
         match &poll {
             Poll::Ready(Err(_)) => self.on_error(),
-            Poll::Pending if self.shared.tracked() => {
+            Poll::Pending if response && self.shared.tracked() => {
                 self.shared.write_blocked.store(true, Ordering::Relaxed)
             }
             Poll::Pending => {}
@@ -768,6 +775,28 @@ impl ConnIo {
     }
 }
 
+impl ConnIo {
+    /// Whether `bufs`, whose write waits for the socket, may hold a response: always on HTTP/1;
+    /// on HTTP/2 with a keep-alive limit, only if a response frame is among them. HTTP/2's own
+    /// frames (PONGs, SETTINGS acks) waiting for a client that does not read are no response
+    /// going out: they must not keep the keep-alive limit from closing a connection with no
+    /// stream open (a client flooding PINGs and reading nothing would hold it for ever).
+    fn h2_response_waits<'a>(&self, bufs: impl Iterator<Item = &'a [u8]>) -> bool {
+        if self.proto != Proto::Http2 || !self.shared.keep_alive {
+            return true;
+        }
+        let mut frames = self.frames.clone();
+        let mut response = false;
+        for buf in bufs {
+            response |= frames.written(buf);
+            if response {
+                break;
+            }
+        }
+        response
+    }
+}
+
 impl AsyncWrite for ConnIo {
     fn poll_write(
         mut self: Pin<&mut Self>,
@@ -775,10 +804,15 @@ impl AsyncWrite for ConnIo {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let poll = self.as_mut().project().io.poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = poll {
-            self.as_mut().h2_written(std::iter::once(buf), n);
-        }
-        self.check(poll)
+        let response = match poll {
+            Poll::Ready(Ok(n)) => {
+                self.as_mut().h2_written(std::iter::once(buf), n);
+                true
+            }
+            Poll::Pending => self.h2_response_waits(std::iter::once(buf)),
+            Poll::Ready(Err(_)) => true,
+        };
+        self.check(poll, response)
     }
 
     fn poll_write_vectored(
@@ -787,10 +821,15 @@ impl AsyncWrite for ConnIo {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let poll = self.as_mut().project().io.poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = poll {
-            self.as_mut().h2_written(bufs.iter().map(|b| &**b), n);
-        }
-        self.check(poll)
+        let response = match poll {
+            Poll::Ready(Ok(n)) => {
+                self.as_mut().h2_written(bufs.iter().map(|b| &**b), n);
+                true
+            }
+            Poll::Pending => self.h2_response_waits(bufs.iter().map(|b| &**b)),
+            Poll::Ready(Err(_)) => true,
+        };
+        self.check(poll, response)
     }
 
     fn is_write_vectored(&self) -> bool {
