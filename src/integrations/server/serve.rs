@@ -231,6 +231,13 @@ impl<S> Serve<S> {
     /// through [`IdleTimeout`](crate::IdleTimeout): a client that stops reading its response
     /// cannot hold the connection past it.
     ///
+    /// The limit acts on the reads and writes that wait. A handler that runs long, with bytes
+    /// of a next request already in hyper's buffer (pipelined behind its request), has none:
+    /// hyper reads nothing then, not even to notice the client closing. Such a connection is
+    /// closed only when the handler answers (its answer, past the limit, fails as timed out
+    /// and is not sent): bound handlers with a request timeout (this crate's
+    /// `http::TimeoutLayer` or `tower::TimeoutLayer`, features `http` and `tower`).
+    ///
     /// It stays on the I/O of an HTTP/1 upgrade (a `101 Switching Protocols`, such as a
     /// WebSocket, or a CONNECT answered with success), which hyper hands to
     /// `hyper::upgrade::on`: once the upgraded connection has been quiet for `limit`, its
