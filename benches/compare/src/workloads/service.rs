@@ -184,6 +184,23 @@ impl AsyncWrite for TokioIdle {
         me.finish(cx, poll)
     }
 
+    // Forwarded as ours (`IdleTimeout`, the server's `ConnIo`) and the no-timer service's bare
+    // `TcpStream` do: without it hyper sees an I/O that cannot write vectored and switches its
+    // writes to flattening every response into one buffer, a difference that is not a timer's.
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let me = &mut *self;
+        let poll = Pin::new(&mut me.io).poll_write_vectored(cx, bufs);
+        me.finish(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.io).poll_flush(cx)
     }
@@ -470,6 +487,26 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
 #[cfg(test)]
 mod tests {
     use super::share_verdict;
+
+    /// The stock idle wrapper writes as the stream under it does: hyper picks its write
+    /// strategy (vectored or flattened) from `is_write_vectored`, and ours forwards it.
+    #[test]
+    fn the_stock_idle_wrapper_writes_vectored_as_its_stream() {
+        use tokio::io::AsyncWrite;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (tcp, _) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+            let tcp = tcp.unwrap();
+            let bare = tcp.is_write_vectored();
+            let idle = super::TokioIdle::new(tcp, std::time::Duration::from_secs(60));
+            assert_eq!(idle.is_write_vectored(), bare);
+        });
+    }
 
     #[test]
     fn a_share_in_the_noise_has_no_verdict() {
