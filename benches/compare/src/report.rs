@@ -75,9 +75,11 @@ impl<const K: usize> Reps<K> {
     }
 }
 
-/// Measures every system `reps` times, interleaving them (a b c a b c ...) so that a slow
-/// phase of the machine hits every system alike, and returns each system's repetitions.
-/// `measure` returns `None` for a system this build cannot measure (then so does this).
+/// Measures every system `reps` times, interleaving them (a b c, b c a, c a b, ...) so that a
+/// slow phase of the machine hits every system alike, and no system is always the first of a
+/// round (after a workload's setup, or straight after another system's teardown); returns each
+/// system's repetitions. `measure` returns `None` for a system this build cannot measure (then
+/// so does this).
 pub(crate) fn interleaved<S, const K: usize>(
     reps: usize,
     systems: &[S],
@@ -87,8 +89,10 @@ pub(crate) fn interleaved<S, const K: usize>(
         .iter()
         .map(|_| Some(Reps { runs: Vec::new() }))
         .collect();
-    for _ in 0..reps {
-        for (s, sys) in systems.iter().enumerate() {
+    let n = systems.len();
+    for rep in 0..reps {
+        for s in (0..n).map(|i| (i + rep) % n) {
+            let sys = &systems[s];
             if let Some(reps) = &mut all[s] {
                 match measure(sys) {
                     Some(figures) => reps.runs.push(figures),
@@ -288,6 +292,19 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interleaving_rotates_the_first_system_and_keeps_each_ones_runs() {
+        let mut order = Vec::new();
+        let all = interleaved(4, &[0usize, 1, 2], |&s| {
+            order.push(s);
+            (s != 2 || order.len() < 6).then_some([s as f64])
+        });
+        assert_eq!(order, [0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1]);
+        assert_eq!(all[0].as_ref().unwrap().runs, [[0.0]; 4]);
+        assert_eq!(all[1].as_ref().unwrap().runs, [[1.0]; 4]);
+        assert!(all[2].is_none(), "a system it cannot measure is dropped");
+    }
 
     #[test]
     fn ratios_read_from_our_side() {
