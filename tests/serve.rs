@@ -780,6 +780,16 @@ const SETTINGS: u8 = 0x4;
 const PING: u8 = 0x6;
 const GOAWAY: u8 = 0x7;
 
+/// Sends the HTTP/2 client preface and an empty SETTINGS frame, as a raw client opens.
+async fn h2_preface(tcp: &mut TcpStream) {
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    tcp.write_all(&[0, 0, 0, SETTINGS, 0, 0, 0, 0, 0])
+        .await
+        .unwrap();
+}
+
 /// A raw HTTP/2 client that opens no stream: it sends the preface and empty SETTINGS, acks the
 /// server's SETTINGS (and its PINGs, if `ack_pings`), and returns the types of the frames it
 /// received until the server closed the connection.
@@ -796,12 +806,7 @@ async fn h2_timed_frames_until_closed(
 ) -> (Vec<(u8, Duration)>, Duration) {
     let start = Instant::now();
     let mut tcp = TcpStream::connect(addr).await.unwrap();
-    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-        .await
-        .unwrap();
-    tcp.write_all(&[0, 0, 0, SETTINGS, 0, 0, 0, 0, 0])
-        .await
-        .unwrap();
+    h2_preface(&mut tcp).await;
     let mut types = Vec::new();
     let mut buf = Vec::new();
     let read = async {
@@ -1769,12 +1774,7 @@ async fn http2_ping_flood_never_read_is_closed_at_the_keep_alive_limit() {
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
     sock.set_recv_buffer_size(4096).unwrap();
     let mut tcp = sock.connect(addr).await.unwrap();
-    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-        .await
-        .unwrap();
-    tcp.write_all(&[0, 0, 0, SETTINGS, 0, 0, 0, 0, 0])
-        .await
-        .unwrap();
+    h2_preface(&mut tcp).await;
     let mut pings = Vec::new();
     for _ in 0..4096 {
         pings.extend_from_slice(&[0, 0, 8, PING, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
