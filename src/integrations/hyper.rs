@@ -100,7 +100,7 @@ use crate::{Sleep, Timer, TimerError};
 /// ([`HyperTimer::new`]) pending when that timer shuts down does not complete then: it waits
 /// out the rest on the runtime's new default timer (a header-read timeout, or an HTTP/2
 /// keep-alive waiting for its pong, keeps its full limit). A sleep of an explicit [`Timer`]
-/// pending at its shutdown completes then, as [`Sleep`] does (the server going away: the
+/// pending in its wheel at its shutdown completes then, as [`Sleep`] does (the server going away: the
 /// connections waiting on it close); sleeps made or reset after it wait on Tokio's own timer,
 /// as an [`Interval`](crate::Interval) does then, instead of completing at once (a header-read
 /// timeout that closed every new connection at once; hyper-util's pool idle task, which
@@ -287,6 +287,10 @@ impl WheelSleep {
                     full(&e);
                     *self = WheelSleep::Tokio(TokioSleep::new(deadline, sleep.shard()));
                 }
+            }
+            // An explicit timer shut down: it stays on Tokio's timer, re-armed in place.
+            WheelSleep::Tokio(tokio) if !timer.is_default() && tokio.shard().is_shutdown() => {
+                tokio.reset(deadline)
             }
             // Back to the wheel if it has a slot now; else re-armed in place.
             WheelSleep::Tokio(tokio) => match timer.try_sleep_until(deadline) {
