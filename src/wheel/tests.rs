@@ -620,6 +620,19 @@ enum Op {
     },
     /// Asks `next_deadline`, the exact earliest deadline a `DelayQueue` waits for.
     NextDeadline,
+    /// Asks `next_expiration`, as a driver arming for it, then passes (as [`Op::Pass`]) to
+    /// the answer with the given budget.
+    DriveNext(usize),
+    /// A deadline (or advance target) on a level boundary: `k` buckets of level
+    /// `level` above the wheel's own time's bucket start (`rel`) or above 0, plus `nudge - 2`.
+    AtBoundary {
+        what: u8,
+        i: usize,
+        level: u32,
+        k: u64,
+        nudge: u8,
+        rel: bool,
+    },
 }
 
 /// The offset of the `i`th entry of a burst: all tied (pattern 0), rising with ties (1), or
@@ -747,6 +760,41 @@ fn rare_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Operations on level boundaries (exact multiples of a level's bucket width, one unit
+/// either side), near `u64::MAX`, and driver-style passes to each `next_expiration`.
+fn boundary_op() -> impl Strategy<Value = Op> {
+    let b = (
+        0u8..5,
+        any::<usize>(),
+        0u32..12,
+        prop_oneof![
+            Just(0u64),
+            Just(1),
+            Just(2),
+            Just(63),
+            Just(64),
+            Just(65),
+            0u64..200
+        ],
+        0u8..7,
+        any::<bool>(),
+    )
+        .prop_map(|(what, i, level, k, nudge, rel)| Op::AtBoundary {
+            what,
+            i,
+            level,
+            k,
+            nudge,
+            rel,
+        });
+    prop_oneof![
+        6 => b,
+        4 => prop_oneof![Just(usize::MAX), 1usize..5].prop_map(Op::DriveNext),
+        4 => rare_op(),
+        1 => burst(100),
+    ]
+}
+
 fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
     run_model_on(size, tick, ops, Mode::Plain);
 }
@@ -792,6 +840,39 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
     for (id, op) in ops.into_iter().enumerate() {
         let id = id as u64;
         let op = match op {
+            Op::AtBoundary {
+                what,
+                i,
+                level,
+                k,
+                nudge,
+                rel,
+            } => {
+                let width = (size as u64)
+                    .checked_pow(level)
+                    .and_then(|w| w.checked_mul(tick))
+                    .unwrap_or(u64::MAX);
+                let base = if rel { wheel.now() / width * width } else { 0 };
+                let at = base
+                    .saturating_add(width.saturating_mul(k))
+                    .saturating_add(u64::from(nudge))
+                    .saturating_sub(2);
+                let at = if nudge == 5 { u64::MAX - 1 } else { at };
+                let at = if nudge == 6 { u64::MAX } else { at };
+                match what {
+                    0 => Op::Insert(at.saturating_sub(now)),
+                    1 => Op::Reschedule(i, at.saturating_sub(now)),
+                    2 => Op::AdvanceFar(at),
+                    3 => Op::Pass(at.saturating_sub(now), i % 5 + 1),
+                    _ => Op::PartialAdvance(at.saturating_sub(now), i % 7 + 1),
+                }
+            }
+            Op::DriveNext(budget) => {
+                wheel.take_new_head();
+                armed = wheel.next_expiration().unwrap_or(u64::MAX);
+                let t = armed.min(u64::MAX - 1);
+                Op::Pass(t.saturating_sub(now), budget)
+            }
             Op::PassToBoundary {
                 level,
                 nudge,
@@ -992,6 +1073,12 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     // As a shard's pass: arm for the answer, drop the reports.
                     armed = wheel.next_expiration().unwrap_or(u64::MAX);
                     wheel.take_new_head();
+                    // A pass done leaves nothing due at its own time: a driver that arms for
+                    // the answer never spins.
+                    assert!(
+                        armed > now,
+                        "next expiration {armed} not after a pass done at {now}"
+                    );
                 }
             }
             Op::AdvanceFar(to) => {
@@ -1424,6 +1511,18 @@ proptest! {
             ],
             1..16,
         ),
+    ) {
+        run_model_on(size, tick, ops, mode);
+    }
+
+    /// Deadlines and pass targets on level boundaries, near `u64::MAX`, with ticks up to
+    /// `u64::MAX`, and passes to each `next_expiration` answer, as a driver makes them.
+    #[test]
+    fn boundaries_extreme_ticks_and_driven_passes_match_the_model(
+        size in prop_oneof![Just(2usize), Just(8), Just(32), Just(64), Just(128), Just(512), Just(1 << 11)],
+        tick in prop_oneof![Just(1u64), Just(7), Just(1 << 20), Just(1_000_000), Just(u64::MAX), Just(u64::MAX - 1), Just(1 << 63), Just((1 << 63) + 1), any::<u64>().prop_map(|t| t.max(1))],
+        mode in prop_oneof![Just(Mode::Plain), Just(Mode::Staging), Just(Mode::OrderedDue)],
+        ops in proptest::collection::vec(boundary_op(), 1..200),
     ) {
         run_model_on(size, tick, ops, mode);
     }
