@@ -1854,14 +1854,28 @@ fn a_peek_and_remove_loop_over_a_crowded_bucket_walks_each_entry_a_few_times() {
 /// runs peek after every operation). Seeded; a cold review's fuzz, kept.
 #[test]
 fn peek_cached_matches_a_fresh_walk_with_sparse_peeks() {
-    let mut s = 0x1234_5678_9abc_def1u64;
+    sparse_peeks(0x1234_5678_9abc_def1, 600, 300, None);
+}
+
+/// As above, with bursts of 1,100 to 1,600 noted filings now and then, so that a walk finds
+/// more than the cache keeps (1,024 entries, or an eighth) and the filings noted between two
+/// peeks overflow what it notes (1,024), making the next peek walk again.
+#[test]
+fn peek_cached_matches_a_fresh_walk_past_what_it_keeps_and_notes() {
+    sparse_peeks(0x0f1e_2d3c_4b5a_6978, 40, 200, Some(12));
+}
+
+/// `rounds` of `steps` random operations with sparse peeks, each checked against a fresh walk;
+/// with `burst`, one step in `burst` (on average) files a burst of 1,100 to 1,600 entries.
+fn sparse_peeks(seed: u64, rounds: u64, steps: u64, burst: Option<u64>) {
+    let mut s = seed;
     let mut rnd = move |m: u64| {
         s ^= s << 13;
         s ^= s >> 7;
         s ^= s << 17;
         s % m
     };
-    for round in 0..600u64 {
+    for round in 0..rounds {
         let tick = [1u64, 7, 1000][(round % 3) as usize];
         let size = [2usize, 4, 64][(round / 3 % 3) as usize];
         let mut w: Wheel<u64> = Wheel::with_tick(size, tick);
@@ -1871,8 +1885,15 @@ fn peek_cached_matches_a_fresh_walk_with_sparse_peeks() {
         let mut cache = PeekCache::default();
         let mut keys: Vec<Key> = Vec::new();
         let span = [50u64, 5_000, 5_000_000][rnd(3) as usize];
-        for step in 0..300 {
+        for step in 0..steps {
             let now = w.now();
+            if burst.is_some_and(|b| rnd(b) == 0) {
+                for _ in 0..1_100 + rnd(500) {
+                    let k = w.insert(now + rnd(span), step).unwrap();
+                    cache.note_filed(&w, k);
+                    keys.push(k);
+                }
+            }
             match rnd(10) {
                 0..=3 => {
                     let d = if rnd(20) == 0 {
