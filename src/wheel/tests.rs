@@ -795,6 +795,14 @@ fn boundary_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The width of a bucket of `level` on a wheel of `size` buckets and `tick`, saturated.
+fn level_width(size: usize, tick: u64, level: u32) -> u64 {
+    (size as u64)
+        .checked_pow(level)
+        .and_then(|w| w.checked_mul(tick))
+        .unwrap_or(u64::MAX)
+}
+
 fn run_model(size: usize, tick: u64, ops: Vec<Op>) {
     run_model_on(size, tick, ops, Mode::Plain);
 }
@@ -848,10 +856,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                 nudge,
                 rel,
             } => {
-                let width = (size as u64)
-                    .checked_pow(level)
-                    .and_then(|w| w.checked_mul(tick))
-                    .unwrap_or(u64::MAX);
+                let width = level_width(size, tick, level);
                 let base = if rel { wheel.now() / width * width } else { 0 };
                 let at = base
                     .saturating_add(width.saturating_mul(k))
@@ -878,10 +883,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                 nudge,
                 budget,
             } => {
-                let width = (size as u64)
-                    .checked_pow(level)
-                    .and_then(|w| w.checked_mul(tick))
-                    .unwrap_or(u64::MAX);
+                let width = level_width(size, tick, level);
                 let boundary = (wheel.now() / width)
                     .saturating_add(1)
                     .saturating_mul(width);
