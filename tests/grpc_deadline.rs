@@ -539,3 +539,31 @@ async fn a_later_deadline_on_an_outgoing_request_does_not_outlast_the_call_serve
     let sent = parse_grpc_timeout(sent.as_bytes()).unwrap();
     assert!(sent <= Duration::from_secs(1), "passed on {sent:?}");
 }
+
+/// Under tonic's own `transport::Server` (which alone answers Cancelled at a `grpc-timeout`),
+/// the layer added with `Server::builder().layer(..)` answers DEADLINE_EXCEEDED: tonic's own
+/// timeout wraps it, polls it first, and starts its sleep only after the layer's deadline.
+#[tokio::test]
+async fn under_tonics_own_server_the_layer_answers_deadline_exceeded() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let svc = tower::service_fn(|req: http::Request<tonic::body::Body>| async move {
+        let handler = tower::service_fn(|req: tonic::Request<Bytes>| async move {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<_, Status>(tonic::Response::new(req.into_inner()))
+        });
+        Ok::<_, std::convert::Infallible>(tonic::server::Grpc::new(Raw).unary(handler, req).await)
+    });
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .layer(GrpcTimeoutLayer::new())
+            .serve_with_incoming(svc, tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let mut c = client(addr).await;
+    for _ in 0..5 {
+        let status = unary(&mut c, "/test.Svc/Sleep", Bytes::new(), Some(ms(20)))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    }
+}

@@ -172,6 +172,12 @@ pub struct IdleTimeoutBuilder {
 impl IdleTimeoutBuilder {
     /// Times out when neither a read nor a write has succeeded for `limit` (Netty's
     /// all-idle time).
+    ///
+    /// Unlike Netty, where a limit of 0 turns the check off, `Duration::ZERO` times the
+    /// connection out at once: its first read or write fails, even one whose data is ready.
+    /// To turn a limit off, do not set it. A limit too large to add to the clock (such as
+    /// `Duration::MAX`) waits about 30 years, as `tokio::time::sleep` does. The same holds for
+    /// [`read_idle`](Self::read_idle) and [`write_idle`](Self::write_idle).
     pub fn idle(mut self, limit: Duration) -> Self {
         self.limits.idle = Some(limit);
         self
@@ -274,7 +280,8 @@ impl<IO> IdleTimeout<IO> {
         self.deadline
     }
 
-    /// Whether a read or write has failed because the connection was idle too long.
+    /// Whether the connection has timed out: a read or write, or a flush or shutdown that
+    /// waited, has failed because the connection was idle too long.
     pub fn is_timed_out(&self) -> bool {
         self.timed_out
     }

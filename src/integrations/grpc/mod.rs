@@ -15,9 +15,10 @@
 //! No gRPC library is needed: these are tower layers over `http` requests. They are tested with
 //! tonic's generated-service machinery (`tonic::server::Grpc`) served by `serve` (feature
 //! `server`), and with tonic's client. tonic's own `transport::Server` enforces
-//! `grpc-timeout` itself, answering Cancelled at the same instant: serve tonic services with
-//! `serve` (or hyper-util) to get DEADLINE_EXCEEDED. tonic's `Channel` also gives up at the
-//! deadline on the client's side.
+//! `grpc-timeout` itself, answering Cancelled at the same instant; with this layer added to it
+//! (`Server::builder().layer(..)`), the layer answers DEADLINE_EXCEEDED first, as tonic's
+//! timeout polls the service before its own sleep, which starts later. tonic's `Channel` also
+//! gives up at the deadline on the client's side.
 //!
 //! # Examples
 //!
