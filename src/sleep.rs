@@ -23,7 +23,9 @@ use crate::timer::Timer;
 /// first poll without touching the wheel. The timer fires at or after the deadline, never
 /// before: in paused time exactly at it if it falls on Tokio's 1 ms grid, else at the grid's
 /// next millisecond (paused time advances to where Tokio's timer wakes the driver: a
-/// 1.5 ms sleep completes after 2 ms), and on a real clock as soon as Tokio's timer (1 ms
+/// 1.5 ms sleep completes after 2 ms; once a sub-millisecond `advance` has left the clock off
+/// the grid, Tokio steps whole milliseconds from where it stands, up to 1 ms later, as for its
+/// own sleeps), and on a real clock as soon as Tokio's timer (1 ms
 /// resolution) wakes the driver, plus scheduling delay.
 ///
 /// The first poll reads no clock (that is most of a registration's cost): if it comes only

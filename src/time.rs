@@ -39,7 +39,9 @@
 //! middle of a millisecond), a timer here may complete up to one tick earlier than Tokio's
 //! would. It never completes before its deadline. In paused time, a deadline off Tokio's 1 ms
 //! grid fires at the grid's next millisecond, not exactly at it: the wheel's alarm is a Tokio
-//! sleep, and paused time advances to where Tokio wakes it.
+//! sleep, and paused time advances to where Tokio wakes it. Tokio's auto-advance moves the
+//! clock by whole milliseconds from where it stands, so once a sub-millisecond `advance` has
+//! left the clock off the grid, a timer fires up to 1 ms later still, as Tokio's own do.
 //!
 //! **Behavioural difference: a first poll after the deadline.** A [`sleep`] or [`timeout`]
 //! first polled only after its deadline has passed reads no clock: unless the timer's last
@@ -53,7 +55,7 @@
 //!
 //! **Smaller differences.** [`Timeout`] is `Unpin` whenever its future is (it holds an `Unpin`
 //! [`Sleep`]). [`error::Elapsed`]'s `Debug` output is not Tokio's `Elapsed(())`; its `Display`
-//! is the same. The panics of a timer made outside a runtime, or on one without a time driver,
+//! is the same for a deadline that passed (one cut short by a timer's shutdown says so). The panics of a timer made outside a runtime, or on one without a time driver,
 //! carry this crate's messages, not Tokio's (a `#[should_panic(expected = ...)]` written for
 //! Tokio's text needs its own); a zero interval period's message contains Tokio's. A
 //! [`timeout`] of a duration too large to add (`Duration::MAX`) still takes its timer, so it

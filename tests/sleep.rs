@@ -12,7 +12,9 @@ use tokio_test::{assert_pending, assert_ready, task};
 use tokio_timing_wheel::{sleep_wheel, sleep_wheel_until, Sleep, Timer, TimerError};
 
 mod common;
-use common::{panic_message, poll_with, step_for, CountingWaker, XorShift, SHORT_SETTLE_YIELDS};
+use common::{
+    ms, panic_message, poll_with, step_for, CountingWaker, XorShift, SHORT_SETTLE_YIELDS,
+};
 
 const TICK: Duration = Duration::from_millis(1);
 const MS: Duration = Duration::from_millis(1);
@@ -1929,4 +1931,38 @@ async fn sleeps_whose_buckets_start_together_cost_no_pass_at_that_start() {
         3,
         "one pass per sleep (at 300, 645 and 1000 ms), none at 640 ms"
     );
+}
+
+/// In paused time a sleep completes where a Tokio sleep with the same deadline does, never
+/// before it. Tokio's auto-advance moves the clock by whole milliseconds from where it stands,
+/// so once a sub-millisecond `advance` has left the clock off Tokio's 1 ms grid, both complete
+/// up to 1 ms past their deadline's millisecond: here 333 µs past a deadline on the grid.
+#[tokio::test(start_paused = true)]
+async fn in_paused_time_it_completes_where_a_tokio_sleep_does_with_the_clock_off_the_grid() {
+    let origin = Instant::now(); // where Tokio's grid starts
+    tokio::time::advance(Duration::from_micros(333)).await;
+    let us = Duration::from_micros;
+    for (after, late) in [
+        (ms(2), us(333)),
+        (ms(4) + us(500), us(833)),
+        (ms(9), us(333)),
+        (ms(11) + us(900), us(433)),
+        (ms(200), us(333)),
+    ] {
+        let deadline = origin + after;
+        let ours = tokio::spawn(async move {
+            sleep_wheel_until(deadline).await;
+            Instant::now()
+        });
+        let tokios = tokio::spawn(async move {
+            tokio::time::sleep_until(deadline).await;
+            Instant::now()
+        });
+        let (ours, tokios) = (ours.await.unwrap(), tokios.await.unwrap());
+        assert_eq!(
+            ours, tokios,
+            "deadline {after:?}: ours and Tokio's complete together"
+        );
+        assert_eq!(ours - deadline, late, "deadline {after:?}");
+    }
 }
