@@ -33,7 +33,7 @@
 //! - `rpc-timeout`: a timeout registered and cancelled per RPC, 1 and 8 tasks; the timer's
 //!   cost in ns and in clock reads (one `Instant::now()` timed directly).
 //! - `rpc-situations`: the same operation with idle workers, with the other workers kept busy,
-//!   and on `current_thread`: which situation a ratio of rpc-timeout holds in.
+//!   on one worker, and on `current_thread`: which situation a ratio of rpc-timeout holds in.
 //! - `repoll`: a timeout around a future woken 8 times before it is ready (a timer polled
 //!   again while registered), 1 and 8 tasks.
 //! - `reset`: idle timeouts pushed back on activity, as a connection does it (clock read, reset,

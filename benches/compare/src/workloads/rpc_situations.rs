@@ -1,5 +1,5 @@
 //! rpc-situations: rpc-timeout's operation in the situations a runtime is found in: idle
-//! workers, the other workers busy, one thread.
+//! workers, the other workers busy, one worker, one thread.
 //!
 //! The operation is rpc-timeout's (`timeout(5 s, f)`, `f` pending once then ready: every
 //! timer registered and cancelled), one task doing N operations and `--tasks` tasks (8 by
@@ -12,6 +12,11 @@
 //! - **busy**: the same runtime with `workers - 1` more tasks that loop `{ spin 100 µs;
 //!   yield_now }` throughout, so the other workers are kept busy (their tasks may still move
 //!   between workers: the load, not its place, is what is controlled);
+//! - **one worker**: a multi-thread runtime of one worker (the alt timer applies), so no other
+//!   worker parks, wakes or steals: each timer's own cost on a worker, which idle workers add
+//!   to in **idle** (what they add depends on the operation's length and on how the idle
+//!   worker parks: on Tokio's I/O driver here, as in any runtime with `enable_all` and the
+//!   `net` feature);
 //! - **current_thread**: Tokio's `current_thread` runtime, everything on one thread.
 //!
 //! Systems: no timer at all (the baseline), ours (the free `timeout`, and `Timer::timeout` on
@@ -31,7 +36,7 @@ use crate::rt::{Flavor, ALT_TIMER_MISSING};
 
 pub(crate) const WORKLOAD: Workload = Workload {
     name: "rpc-situations",
-    about: "rpc-timeout with idle workers, busy workers, and on current_thread: ops/s",
+    about: "rpc-timeout with idle workers, busy workers, one worker, current_thread: ops/s",
     run,
 };
 
@@ -41,6 +46,7 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 enum Situation {
     Idle,
     Busy,
+    OneWorker,
     CurrentThread,
 }
 
@@ -53,6 +59,7 @@ impl Situation {
                 Flavor::MultiThread.label(workers),
                 workers.saturating_sub(1)
             ),
+            Situation::OneWorker => format!("one worker: {}", Flavor::MultiThread.label(1)),
             Situation::CurrentThread => Flavor::CurrentThread.label(workers),
         }
     }
@@ -114,10 +121,14 @@ impl System {
             Situation::Busy => ctx.workers.saturating_sub(1),
             _ => 0,
         };
+        let workers = match situation {
+            Situation::OneWorker => 1,
+            _ => ctx.workers,
+        };
         let at = |tasks| -> Option<f64> {
             let l = Loop {
                 flavor,
-                workers: ctx.workers,
+                workers,
                 tasks,
                 n,
                 warmup,
@@ -150,10 +161,15 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
     let tasks = ctx.tasks;
     println!(
         "N = {n} timeouts of 5 s, each registered and cancelled (warm-up {warmup} ops), in \
-         three situations; a busy task spins {SPIN:?} between yields.\n"
+         four situations; a busy task spins {SPIN:?} between yields.\n"
     );
     let both = format!("ops/s, 1 task / {tasks} tasks");
-    for situation in [Situation::Idle, Situation::Busy, Situation::CurrentThread] {
+    for situation in [
+        Situation::Idle,
+        Situation::Busy,
+        Situation::OneWorker,
+        Situation::CurrentThread,
+    ] {
         let label = situation.label(ctx.workers);
         println!("### {label}\n");
         let systems = System::in_situation(situation);
