@@ -55,15 +55,18 @@
 //!
 //! **Smaller differences.** [`Timeout`] is `Unpin` whenever its future is (it holds an `Unpin`
 //! [`Sleep`]). [`error::Elapsed`]'s `Debug` output is not Tokio's `Elapsed(())`; its `Display`
-//! is the same for a deadline that passed (one cut short by a timer's shutdown says so). The panics of a timer made outside a runtime, or on one without a time driver,
-//! carry this crate's messages, not Tokio's (a `#[should_panic(expected = ...)]` written for
+//! is the same for a deadline that passed (one cut short by a timer's shutdown says so). The
+//! panics of a timer made outside a runtime, or on one without a time driver, carry this
+//! crate's messages, not Tokio's (a `#[should_panic(expected = ...)]` written for
 //! Tokio's text needs its own); a zero interval period's message contains Tokio's. A
 //! [`timeout`] of a duration too large to add (`Duration::MAX`) still takes its timer, so it
 //! panics outside a runtime, or on one without a time driver, where Tokio's sets none and
 //! needs neither; in exchange the timer's shutdown resolves it. An
 //! [`Interval`] reads the clock of its timer's runtime, while that lives, wherever it is polled
 //! or reset (Tokio's reads the current one): the same clock, unless runtimes keep paused
-//! clocks of their own (Tokio's `test-util`). `Debug` output is this crate's.
+//! clocks of their own (Tokio's `test-util`). `Debug` output is this crate's. The timers make
+//! none of the `tracing` spans that Tokio's make with `tokio_unstable` for tokio-console
+//! (`runtime.resource`): the console does not list them.
 //!
 //! # Examples
 //!
