@@ -269,3 +269,38 @@ impl fmt::Debug for DelayedError {
 }
 
 impl std::error::Error for DelayedError {}
+
+/// A delayed task's error as an I/O error of kind [`Other`](std::io::ErrorKind::Other), as
+/// Tokio converts a `JoinError`, so that `handle.await?` works in a function returning
+/// `io::Result`. The `DelayedError` (with a panic's payload) is kept inside: get it back with
+/// `get_ref()` and `downcast_ref`, or `into_inner()` and `downcast`.
+///
+/// # Examples
+///
+/// ```
+/// use std::io;
+/// use std::time::Duration;
+/// use tokio_timing_wheel::{spawn_after, DelayedError};
+///
+/// async fn job() -> io::Result<u32> {
+///     let answer = spawn_after(Duration::from_millis(5), async { 42 }).await?;
+///     Ok(answer)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// assert_eq!(job().await.unwrap(), 42);
+///
+/// let t = spawn_after(Duration::from_secs(1), async {});
+/// t.cancel();
+/// let err = io::Error::from(t.await.unwrap_err());
+/// assert_eq!(err.kind(), io::ErrorKind::Other);
+/// let inner = err.get_ref().unwrap().downcast_ref::<DelayedError>().unwrap();
+/// assert!(inner.is_cancelled());
+/// # }
+/// ```
+impl From<DelayedError> for std::io::Error {
+    fn from(err: DelayedError) -> std::io::Error {
+        std::io::Error::other(err)
+    }
+}

@@ -111,6 +111,14 @@
 //!   [reset](Sleep::reset) to a later deadline (without a `max_pending` limit) keeps its place
 //!   at the deadline it was filed for until it fires there, so it may be woken ahead of
 //!   timers due before its new deadline.
+//! - **Where wakers run.** A firing pass runs where Tokio fires its own timers, in its time
+//!   driver, when the timer's alarm (a Tokio sleep) fires, with one exception: a registration
+//!   or reset that must re-arm the alarm does so on its own thread, and if a pass is due then
+//!   (work filed for a time already passed, or the alarm fired meanwhile) it runs that pass
+//!   there, waking the tasks it fires from inside the call (a `poll`, a `reset`,
+//!   [`spawn_after`], ...), which Tokio's own timer never does. With Tokio's wakers this only
+//!   schedules tasks; a waker of your own must not block on a lock that the code registering a
+//!   timer may hold. A cancel never runs a pass.
 //! - **Exactly once.** A delayed task either runs once or is cancelled once
 //!   ([`DelayedTask::cancel`] returns `true` only for the call that stopped it).
 //! - **Bad input gets an answer**: zero and past deadlines complete on the first poll;

@@ -1023,3 +1023,38 @@ fn a_waker_clone_that_blocks_in_the_awaiting_task_holds_up_no_shutdown() {
     };
     assert!(r.unwrap_err().is_shutdown());
 }
+
+/// `handle.await?` works in a function returning `io::Result`, as with Tokio's `JoinError`:
+/// each error becomes an I/O error of kind `Other` that keeps the `DelayedError`, a panic's
+/// payload included.
+#[tokio::test(start_paused = true)]
+async fn errors_convert_to_io_errors_that_keep_the_delayed_error() {
+    async fn run<T: Send + 'static>(t: DelayedTask<T>) -> std::io::Result<T> {
+        Ok(t.await?)
+    }
+    assert_eq!(run(spawn_after(ms(5), async { 7 })).await.unwrap(), 7);
+
+    let cancelled = spawn_after(ms(5), async {});
+    assert!(cancelled.cancel());
+    let err = run(cancelled).await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::Other);
+    let inner = err.get_ref().unwrap().downcast_ref::<DelayedError>();
+    assert!(inner.unwrap().is_cancelled(), "{err}");
+
+    let panicked = spawn_after(ms(5), async { panic!("boom") });
+    let err = run::<()>(panicked).await.unwrap_err();
+    assert_eq!(err.to_string(), "delayed task panicked");
+    let inner = err
+        .into_inner()
+        .unwrap()
+        .downcast::<DelayedError>()
+        .unwrap();
+    assert_eq!(inner.into_panic().downcast_ref::<&str>(), Some(&"boom"));
+
+    let timer = Timer::builder().build().unwrap();
+    let stopped = timer.spawn_after(ms(5), async {});
+    timer.shutdown();
+    let err = run(stopped).await.unwrap_err();
+    let inner = err.get_ref().unwrap().downcast_ref::<DelayedError>();
+    assert!(inner.unwrap().is_shutdown(), "{err}");
+}
