@@ -30,6 +30,14 @@
 //! same way, and added to the alt timer's own timeout (a per-thread `Arc<Mutex>` standing for
 //! the shard: cloned at creation, locked on first poll and on drop), where it costs what it
 //! costs in a real operation.
+//!
+//! Two rows show what the alarm costs. While any of its timers is pending, the wheel keeps one
+//! Tokio sleep pending (its alarm, at the earliest bucket's time); on a runtime with Tokio's
+//! default timer a pending sleep alone changes how the idle worker parks and is woken, and the
+//! harness's loop with no timer pays for it: "no timer, one Tokio sleep pending" measures that
+//! charge. On a runtime with the alt timer, the alarm is an alt-timer sleep, inside the worker:
+//! "ours on the alt timer's runtime" runs ours there, beside the alt timer's own timeout on the
+//! same kind of runtime.
 
 use std::hint::black_box;
 use std::sync::{Arc, Mutex};
@@ -64,6 +72,8 @@ enum System {
     /// Not a timer: two uncontended lock round trips and an `Arc` clone and drop, in ns.
     Locking,
     Baseline,
+    /// Not a timer: the baseline with one Tokio sleep pending throughout, as ours' alarm is.
+    BaselineSleep,
     Ours,
     OursTimer,
     /// Not a timer: the floor (see the module docs).
@@ -72,21 +82,25 @@ enum System {
     TokioAlt,
     /// The alt timer's timeout plus a shared wheel's locking (see the module docs).
     TokioAltLocked,
+    /// Ours' `timeout` on a runtime with the alt timer (its alarm an alt-timer sleep).
+    OursOnAlt,
     Pingora,
     FuturesTimer,
     AsyncIo,
 }
 
-const SYSTEMS: [System; 12] = [
+const SYSTEMS: [System; 14] = [
     System::ClockRead,
     System::Locking,
     System::Baseline,
+    System::BaselineSleep,
     System::Ours,
     System::OursTimer,
     System::Floor,
     System::Tokio,
     System::TokioAlt,
     System::TokioAltLocked,
+    System::OursOnAlt,
     System::Pingora,
     System::FuturesTimer,
     System::AsyncIo,
@@ -107,12 +121,14 @@ impl System {
             System::ClockRead => "one tokio::time::Instant::now()",
             System::Locking => "two lock round trips and an Arc clone + drop",
             System::Baseline => "no timer (baseline)",
+            System::BaselineSleep => "no timer, one Tokio sleep pending",
             System::Ours => "ours: timeout",
             System::OursTimer => "ours: Timer::timeout",
             System::Floor => "floor: clock read, lock + slab, waker clone",
             System::Tokio => "tokio::time::timeout",
             System::TokioAlt => "tokio::time::timeout (alt timer)",
             System::TokioAltLocked => "alt timer + a shared wheel's locking",
+            System::OursOnAlt => "ours: timeout, on the alt timer's runtime",
             System::Pingora => "pingora fast_timeout",
             System::FuturesTimer => "futures-timer Delay",
             System::AsyncIo => "async-io Timer",
@@ -131,7 +147,9 @@ impl System {
             return Some([ns, ns]);
         }
         let flavor = match self {
-            System::TokioAlt | System::TokioAltLocked => Flavor::MultiThreadAltTimer,
+            System::TokioAlt | System::TokioAltLocked | System::OursOnAlt => {
+                Flavor::MultiThreadAltTimer
+            }
             _ => Flavor::MultiThread,
         };
         let at = |tasks| -> Option<f64> {
@@ -147,7 +165,14 @@ impl System {
             match self {
                 System::ClockRead | System::Locking => unreachable!("measured above"),
                 System::Baseline => l.run(inner, || |f| f),
-                System::Ours => l.run(inner, || |f| tokio_timing_wheel::timeout(RPC_TIMEOUT, f)),
+                // Far beyond the run, as an alarm for the wheel's 5 s timeouts is.
+                System::BaselineSleep => l.run(inner, || {
+                    tokio::spawn(tokio::time::sleep(Duration::from_secs(3600)));
+                    |f| f
+                }),
+                System::Ours | System::OursOnAlt => {
+                    l.run(inner, || |f| tokio_timing_wheel::timeout(RPC_TIMEOUT, f))
+                }
                 // The same default timer, held as a handle: no runtime lookup per operation.
                 System::OursTimer => l.run(inner, || {
                     let timer = Timer::current();
@@ -263,7 +288,7 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
             };
             let o = r.medians();
             let vs = |higher: bool, a: f64, b: f64| match sys {
-                System::Ours | System::Baseline => "-".to_string(),
+                System::Ours | System::Baseline | System::BaselineSleep => "-".to_string(),
                 _ => ratio(a, b, higher),
             };
             let (timer_cost, reads) = if sys == System::Baseline {
@@ -365,7 +390,39 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         ),
         None => summary.add_unmeasured(&both, System::TokioAltLocked.name(), ALT_TIMER_MISSING),
     }
+    match (of(System::OursOnAlt), of(System::TokioAlt)) {
+        (Some(o), Some(p)) => summary.add_all(
+            &format!("{both}, ours on the alt timer's runtime"),
+            System::TokioAlt.name(),
+            &o.medians(),
+            &p.medians(),
+            true,
+            rate,
+        ),
+        _ => summary.add_unmeasured(
+            &format!("{both}, ours on the alt timer's runtime"),
+            System::TokioAlt.name(),
+            ALT_TIMER_MISSING,
+        ),
+    }
+    // What one pending Tokio sleep (ours' alarm) adds to the harness's operation at 1 task.
+    let alarm_ns = cost(measured(System::BaselineSleep).median(0));
+    println!(
+        "One Tokio sleep pending beside the loop (ours keeps one, its alarm, while it has \
+         timers): {alarm_ns:.0} ns more per operation at 1 task.\n"
+    );
     if let Some(gap) = alt_gap {
+        summary.add_text(
+            "timer cost/op over the alt timer's, 1 task, against one pending Tokio sleep's charge",
+            &format!("{gap:.0} ns"),
+            System::BaselineSleep.name(),
+            &format!("{alarm_ns:.0} ns"),
+            &if gap <= alarm_ns {
+                "within the alarm's charge".to_string()
+            } else {
+                format!("{:.0} ns beyond it", gap - alarm_ns)
+            },
+        );
         summary.add_text(
             "timer cost/op over the alt timer's, 1 task, against the locking floor",
             &format!("{gap:.0} ns"),
