@@ -272,8 +272,9 @@ impl std::error::Error for DelayedError {}
 
 /// A delayed task's error as an I/O error of kind [`Other`](std::io::ErrorKind::Other), as
 /// Tokio converts a `JoinError`, so that `handle.await?` works in a function returning
-/// `io::Result`. The `DelayedError` (with a panic's payload) is kept inside: get it back with
-/// `get_ref()` and `downcast_ref`, or `into_inner()` and `downcast`.
+/// `io::Result`. The `DelayedError` (with a panic's payload) is kept inside, where Tokio's
+/// keeps only a message: get it back with `get_ref()` and `downcast_ref`, or `into_inner()`
+/// and `downcast`.
 ///
 /// # Examples
 ///

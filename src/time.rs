@@ -66,7 +66,7 @@
 //! or reset (Tokio's reads the current one): the same clock, unless runtimes keep paused
 //! clocks of their own (Tokio's `test-util`). `Debug` output is this crate's. The timers make
 //! none of the `tracing` spans that Tokio's make with `tokio_unstable` for tokio-console
-//! (`runtime.resource`): the console does not list them.
+//! (`runtime.resource`): the console lists only each timer's alarm, one Tokio sleep.
 //!
 //! # Examples
 //!

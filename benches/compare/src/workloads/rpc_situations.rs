@@ -4,7 +4,7 @@
 //! The operation is rpc-timeout's (`timeout(5 s, f)`, `f` pending once then ready: every
 //! timer registered and cancelled), one task doing N operations and `--tasks` tasks (8 by
 //! default) doing N/8 each, one fresh runtime per measurement, warmed up before timing, in
-//! three situations:
+//! four situations:
 //!
 //! - **idle**: the multi-thread runtime (`--workers`, 2 by default) with nothing else to run,
 //!   as in rpc-timeout: at 1 task the other workers are idle, and park (Tokio parks one of
