@@ -36,6 +36,23 @@ impl Loop {
         M: Fn(I) -> F + Clone + Send + 'static,
         F: Future + Send + 'static,
     {
+        self.run_counting_parks(inner, setup).map(|(ops, _)| ops)
+    }
+
+    /// [`run`](Self::run), with the number of times the runtime's workers parked during the
+    /// timed operations (Tokio's `worker_park_count`, summed over the workers), per 1,000
+    /// operations: how often an idle worker went to sleep and was woken again.
+    pub(crate) fn run_counting_parks<I, S, M, F>(
+        &self,
+        inner: fn() -> I,
+        setup: S,
+    ) -> Option<(f64, f64)>
+    where
+        I: Send + 'static,
+        S: FnOnce() -> M + Send + 'static,
+        M: Fn(I) -> F + Clone + Send + 'static,
+        F: Future + Send + 'static,
+    {
         let rt = self.flavor.build(self.workers, "ops-bench")?;
         let Loop {
             tasks,
@@ -44,19 +61,30 @@ impl Loop {
             spinners,
             ..
         } = *self;
-        let elapsed = rt.block_on(async move {
+        let (elapsed, parks) = rt.block_on(async move {
             let stop = spawn_busy(spinners, SPIN);
             let wrap = setup();
             ops(tasks, warmup, inner, wrap.clone()).await;
+            let parks_before = parks();
             let start = std::time::Instant::now();
             ops(tasks, n, inner, wrap).await;
             let elapsed = start.elapsed();
+            let parks = parks() - parks_before;
             stop.store(true, Relaxed);
-            elapsed
+            (elapsed, parks)
         });
         drop(rt);
-        Some((n / tasks * tasks) as f64 / elapsed.as_secs_f64())
+        let done = (n / tasks * tasks) as f64;
+        Some((done / elapsed.as_secs_f64(), parks as f64 * 1000.0 / done))
     }
+}
+
+/// How many times the current runtime's workers have parked, all workers together.
+fn parks() -> u64 {
+    let metrics = tokio::runtime::Handle::current().metrics();
+    (0..metrics.num_workers())
+        .map(|w| metrics.worker_park_count(w))
+        .sum()
 }
 
 /// Spawns `n` tasks that loop `{ spin for spin; yield_now }` until the flag returned is set

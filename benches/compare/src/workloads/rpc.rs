@@ -38,6 +38,15 @@
 //! charge. On a runtime with the alt timer, the alarm is an alt-timer sleep, inside the worker:
 //! "ours on the alt timer's runtime" runs ours there, beside the alt timer's own timeout on the
 //! same kind of runtime.
+//!
+//! Two more rows give two peers that pending sleep too, so that ours is compared with each in
+//! the situation every runtime with a Tokio timer pending is in: "pingora, one Tokio sleep
+//! pending" (pingora's timeouts run on a thread of its own, so its plain row has none) and "alt
+//! timer, one Tokio sleep pending" (there the sleep sits in the wheel of the worker that polled
+//! it, and only that worker parks with a timeout). The last column counts how often the
+//! runtime's workers parked during the timed operations at 1 task (Tokio's
+//! `worker_park_count`, all workers, per 1,000 operations): each park of the idle worker is a
+//! wake-up that the busy one paid for.
 
 use std::hint::black_box;
 use std::sync::{Arc, Mutex};
@@ -51,7 +60,7 @@ use super::{Ctx, Workload};
 use crate::floor::FloorAround;
 use crate::ops::Loop;
 use crate::poll::PendingOnce;
-use crate::report::{interleaved, print_table, rate, ratio, target, Summary};
+use crate::report::{interleaved, print_table, rate, ratio, target, Reps, Summary};
 use crate::rt::{Flavor, ALT_TIMER_MISSING};
 
 pub(crate) const WORKLOAD: Workload = Workload {
@@ -84,12 +93,16 @@ enum System {
     TokioAltLocked,
     /// Ours' `timeout` on a runtime with the alt timer (its alarm an alt-timer sleep).
     OursOnAlt,
+    /// The alt timer's timeout with one Tokio sleep pending throughout, as ours' alarm is.
+    TokioAltSleep,
     Pingora,
+    /// Pingora's timeout with one Tokio sleep pending throughout, as ours' alarm is.
+    PingoraSleep,
     FuturesTimer,
     AsyncIo,
 }
 
-const SYSTEMS: [System; 14] = [
+const SYSTEMS: [System; 16] = [
     System::ClockRead,
     System::Locking,
     System::Baseline,
@@ -101,7 +114,9 @@ const SYSTEMS: [System; 14] = [
     System::TokioAlt,
     System::TokioAltLocked,
     System::OursOnAlt,
+    System::TokioAltSleep,
     System::Pingora,
+    System::PingoraSleep,
     System::FuturesTimer,
     System::AsyncIo,
 ];
@@ -129,30 +144,34 @@ impl System {
             System::TokioAlt => "tokio::time::timeout (alt timer)",
             System::TokioAltLocked => "alt timer + a shared wheel's locking",
             System::OursOnAlt => "ours: timeout, on the alt timer's runtime",
+            System::TokioAltSleep => "alt timer, one Tokio sleep pending",
             System::Pingora => "pingora fast_timeout",
+            System::PingoraSleep => "pingora, one Tokio sleep pending",
             System::FuturesTimer => "futures-timer Delay",
             System::AsyncIo => "async-io Timer",
         }
     }
 
-    /// `[ops/s at 1 task, ops/s at many tasks]` (ns per clock read, twice, for `ClockRead`);
-    /// `None` if this build cannot measure it.
-    fn measure(self, ctx: &Ctx, n: usize, warmup: usize) -> Option<[f64; 2]> {
+    /// `[ops/s at 1 task, ops/s at many tasks, worker parks per 1,000 ops at 1 task]` (ns per
+    /// clock read, twice, and no parks for `ClockRead` and `Locking`); `None` if this build
+    /// cannot measure it.
+    fn measure(self, ctx: &Ctx, n: usize, warmup: usize) -> Option<[f64; 3]> {
         if self == System::ClockRead {
             let ns = clock_read_ns(ctx.workers, n * 20);
-            return Some([ns, ns]);
+            return Some([ns, ns, f64::NAN]);
         }
         if self == System::Locking {
             let ns = locking_ns(ctx.workers, n * 20);
-            return Some([ns, ns]);
+            return Some([ns, ns, f64::NAN]);
         }
         let flavor = match self {
-            System::TokioAlt | System::TokioAltLocked | System::OursOnAlt => {
-                Flavor::MultiThreadAltTimer
-            }
+            System::TokioAlt
+            | System::TokioAltLocked
+            | System::OursOnAlt
+            | System::TokioAltSleep => Flavor::MultiThreadAltTimer,
             _ => Flavor::MultiThread,
         };
-        let at = |tasks| -> Option<f64> {
+        let at = |tasks| -> Option<(f64, f64)> {
             let l = Loop {
                 flavor,
                 workers: ctx.workers,
@@ -164,25 +183,30 @@ impl System {
             let inner = PendingOnce::default;
             match self {
                 System::ClockRead | System::Locking => unreachable!("measured above"),
-                System::Baseline => l.run(inner, || |f| f),
-                // Far beyond the run, as an alarm for the wheel's 5 s timeouts is.
-                System::BaselineSleep => l.run(inner, || {
-                    tokio::spawn(tokio::time::sleep(Duration::from_secs(3600)));
+                System::Baseline => l.run_counting_parks(inner, || |f| f),
+                System::BaselineSleep => l.run_counting_parks(inner, || {
+                    pending_sleep();
                     |f| f
                 }),
                 System::Ours | System::OursOnAlt => {
-                    l.run(inner, || |f| tokio_timing_wheel::timeout(RPC_TIMEOUT, f))
+                    l.run_counting_parks(inner, || |f| tokio_timing_wheel::timeout(RPC_TIMEOUT, f))
                 }
                 // The same default timer, held as a handle: no runtime lookup per operation.
-                System::OursTimer => l.run(inner, || {
+                System::OursTimer => l.run_counting_parks(inner, || {
                     let timer = Timer::current();
                     move |f| timer.timeout(RPC_TIMEOUT, f)
                 }),
-                System::Floor => l.run(inner, || |f| FloorAround::new(RPC_TIMEOUT, f)),
-                System::Tokio | System::TokioAlt => {
-                    l.run(inner, || |f| tokio::time::timeout(RPC_TIMEOUT, f))
+                System::Floor => {
+                    l.run_counting_parks(inner, || |f| FloorAround::new(RPC_TIMEOUT, f))
                 }
-                System::TokioAltLocked => l.run(inner, || {
+                System::Tokio | System::TokioAlt => {
+                    l.run_counting_parks(inner, || |f| tokio::time::timeout(RPC_TIMEOUT, f))
+                }
+                System::TokioAltSleep => l.run_counting_parks(inner, || {
+                    pending_sleep();
+                    |f| tokio::time::timeout(RPC_TIMEOUT, f)
+                }),
+                System::TokioAltLocked => l.run_counting_parks(inner, || {
                     |f| {
                         let shard = SHARD.with(Arc::clone);
                         async move {
@@ -192,19 +216,31 @@ impl System {
                         }
                     }
                 }),
-                System::Pingora => l.run(inner, || {
+                System::Pingora => l.run_counting_parks(inner, || {
                     |f| pingora_timeout::fast_timeout::fast_timeout(RPC_TIMEOUT, f)
                 }),
-                System::FuturesTimer => l.run(inner, || {
+                System::PingoraSleep => l.run_counting_parks(inner, || {
+                    pending_sleep();
+                    |f| pingora_timeout::fast_timeout::fast_timeout(RPC_TIMEOUT, f)
+                }),
+                System::FuturesTimer => l.run_counting_parks(inner, || {
                     |f| select(f, futures_timer::Delay::new(RPC_TIMEOUT))
                 }),
-                System::AsyncIo => {
-                    l.run(inner, || |f| select(f, async_io::Timer::after(RPC_TIMEOUT)))
-                }
+                System::AsyncIo => l.run_counting_parks(inner, || {
+                    |f| select(f, async_io::Timer::after(RPC_TIMEOUT))
+                }),
             }
         };
-        Some([at(1)?, at(ctx.tasks)?])
+        let (one, parks) = at(1)?;
+        let (many, _) = at(ctx.tasks)?;
+        Some([one, many, parks])
     }
+}
+
+/// Spawns one Tokio sleep that stays pending through the run: far beyond it, as the alarm for
+/// the wheel's 5 s timeouts is.
+fn pending_sleep() {
+    tokio::spawn(tokio::time::sleep(Duration::from_secs(3600)));
 }
 
 thread_local! {
@@ -278,6 +314,12 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
     let clock_ns = measured(System::ClockRead).median(0);
     let baseline = measured(System::Baseline).median(0);
     let ours = measured(System::Ours).medians();
+    // The two rates (1 task, many tasks), without the parks, for the summary rows.
+    let rates = |r: &Reps<3>| -> [f64; 2] {
+        let m = r.medians();
+        [m[0], m[1]]
+    };
+    let ours_rates = [ours[0], ours[1]];
     // ns per operation over the baseline's; `cost` clamps at 0 for the timers, while the
     // pending-sleep row stays signed (the loop may run faster with it, within the spread).
     let signed_cost = |ops: f64| 1e9 / ops - 1e9 / baseline;
@@ -287,7 +329,7 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         .iter()
         .map(|&sys| {
             let Some(r) = of(sys) else {
-                return crate::report::unmeasured_row(sys.name(), 8, ALT_TIMER_MISSING);
+                return crate::report::unmeasured_row(sys.name(), 9, ALT_TIMER_MISSING);
             };
             let o = r.medians();
             let vs = |higher: bool, a: f64, b: f64| match sys {
@@ -312,6 +354,7 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
                 timer_cost,
                 reads,
                 vs(false, cost(ours[0]), cost(o[0])),
+                r.shown(2, |x| format!("{x:.1}")),
             ]
         })
         .collect();
@@ -326,6 +369,7 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
             "timer cost ns/op (1 task)",
             "in clock reads",
             "ours vs it",
+            "worker parks per 1k ops (1 task)",
         ],
         &rows,
     );
@@ -356,8 +400,8 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
             summary.add_unmeasured(&both, peer.name(), ALT_TIMER_MISSING);
             continue;
         };
-        let p = p.medians();
-        summary.add_all(&both, peer.name(), &ours, &p, true, rate);
+        let p = rates(p);
+        summary.add_all(&both, peer.name(), &ours_rates, &p, true, rate);
         summary.add(
             "timer cost/op, 1 task",
             peer.name(),
@@ -366,9 +410,9 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
             ns,
         );
     }
-    let handle = measured(System::OursTimer).medians();
-    let tokio = measured(System::Tokio).medians();
-    let floor = measured(System::Floor).medians();
+    let handle = rates(measured(System::OursTimer));
+    let tokio = rates(measured(System::Tokio));
+    let floor = rates(measured(System::Floor));
     summary.add_all(
         &format!("the floor's {both} (not a timer: the most one freeing at cancel can reach)"),
         System::Tokio.name(),
@@ -389,8 +433,8 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         Some(p) => summary.add_all(
             &both,
             System::TokioAltLocked.name(),
-            &ours,
-            &p.medians(),
+            &ours_rates,
+            &rates(p),
             true,
             rate,
         ),
@@ -400,8 +444,8 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         (Some(o), Some(p)) => summary.add_all(
             &format!("{both}, ours on the alt timer's runtime"),
             System::TokioAlt.name(),
-            &o.medians(),
-            &p.medians(),
+            &rates(o),
+            &rates(p),
             true,
             rate,
         ),
@@ -411,12 +455,31 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
             ALT_TIMER_MISSING,
         ),
     }
+    for peer in [System::TokioAltSleep, System::PingoraSleep] {
+        match of(peer) {
+            Some(p) => summary.add_all(
+                &format!("{both}, each beside one pending Tokio sleep (ours': its alarm)"),
+                peer.name(),
+                &ours_rates,
+                &rates(p),
+                true,
+                rate,
+            ),
+            None => summary.add_unmeasured(
+                &format!("{both}, each beside one pending Tokio sleep (ours': its alarm)"),
+                peer.name(),
+                ALT_TIMER_MISSING,
+            ),
+        }
+    }
     // What one pending Tokio sleep (ours' alarm) adds to the harness's operation at 1 task.
     let alarm_ns = signed_cost(measured(System::BaselineSleep).median(0));
     println!(
         "One Tokio sleep pending beside the loop (ours keeps one, its alarm, while it has \
          timers): {alarm_ns:+.0} ns per operation at 1 task (negative: faster, within the \
-         spread).\n"
+         spread); the workers parked {:.1} times per 1,000 operations with it, {:.1} without.\n",
+        measured(System::BaselineSleep).median(2),
+        measured(System::Baseline).median(2),
     );
     if let Some(gap) = alt_gap {
         summary.add_text(
