@@ -39,14 +39,15 @@
 //! "ours on the alt timer's runtime" runs ours there, beside the alt timer's own timeout on the
 //! same kind of runtime.
 //!
-//! Two more rows give two peers that pending sleep too, so that ours is compared with each in
-//! the situation every runtime with a Tokio timer pending is in: "pingora, one Tokio sleep
-//! pending" (pingora's timeouts run on a thread of its own, so its plain row has none) and "alt
-//! timer, one Tokio sleep pending" (there the sleep sits in the wheel of the worker that polled
-//! it, and only that worker parks with a timeout). The last column counts how often the
-//! runtime's workers parked during the timed operations at 1 task (Tokio's
-//! `worker_park_count`, all workers, per 1,000 operations): each park of the idle worker is a
-//! wake-up that the busy one paid for.
+//! Two more rows give two peers that pending sleep too: "pingora, one Tokio sleep pending"
+//! (pingora's timeouts run on a thread of their own, so its plain row has none; with the sleep
+//! it is in the situation of every default runtime with a Tokio timer pending) and "alt timer,
+//! one Tokio sleep pending" (there the sleep sits in the wheel of the worker that polled it,
+//! and only that worker parks with a timeout: the sleep lands on a worker by chance, so this
+//! row is in ours' situation only sometimes). The
+//! last column counts how often the runtime's workers parked during the timed operations at 1
+//! task (Tokio's `worker_park_count`, all workers, per 1,000 operations): mostly the idle
+//! worker, woken each time by the busy one, which pays for the unpark.
 
 use std::hint::black_box;
 use std::sync::{Arc, Mutex};
@@ -152,8 +153,8 @@ impl System {
         }
     }
 
-    /// `[ops/s at 1 task, ops/s at many tasks, worker parks per 1,000 ops at 1 task]` (ns per
-    /// clock read, twice, and no parks for `ClockRead` and `Locking`); `None` if this build
+    /// `[ops/s at 1 task, ops/s at many tasks, worker parks per 1,000 ops at 1 task]`; for
+    /// `ClockRead` and `Locking`, their ns per call twice and no parks. `None` if this build
     /// cannot measure it.
     fn measure(self, ctx: &Ctx, n: usize, warmup: usize) -> Option<[f64; 3]> {
         if self == System::ClockRead {
