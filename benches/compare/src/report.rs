@@ -133,6 +133,23 @@ pub(crate) fn ratio(ours: f64, peer: f64, higher_is_better: bool) -> String {
     }
 }
 
+/// [`ratio`], unless both figures are below `noise` (a figure too small for its ratio to mean
+/// anything, as fractions of a millisecond of CPU over an idle spell): then "level", with the
+/// bound, written by `fmt`.
+pub(crate) fn ratio_above_noise(
+    ours: f64,
+    peer: f64,
+    higher_is_better: bool,
+    noise: f64,
+    fmt: impl Fn(f64) -> String,
+) -> String {
+    if ours < noise && peer < noise {
+        format!("level (both under {}, inside the noise)", fmt(noise))
+    } else {
+        ratio(ours, peer, higher_is_better)
+    }
+}
+
 /// [`ratio`] of each pair, joined with " / ".
 pub(crate) fn ratios(ours: &[f64], peer: &[f64], higher_is_better: bool) -> String {
     ours.iter()
@@ -317,6 +334,17 @@ mod tests {
             ratios(&[2.0, 1.0], &[1.0, 2.0], true),
             "2.00x better / 2.00x worse"
         );
+    }
+
+    #[test]
+    fn figures_below_the_noise_are_level_whatever_their_ratio() {
+        let ms = |x: f64| format!("{x:.1} ms");
+        assert_eq!(
+            ratio_above_noise(0.9, 0.3, false, 2.0, ms),
+            "level (both under 2.0 ms, inside the noise)"
+        );
+        assert_eq!(ratio_above_noise(3.0, 1.5, false, 2.0, ms), "2.00x worse");
+        assert_eq!(ratio_above_noise(1.0, 4.0, false, 2.0, ms), "4.00x better");
     }
 
     #[test]
