@@ -610,6 +610,42 @@ fn handed_over_cancels_free_the_slot_at_once_and_memory_at_the_next_registration
     assert_eq!(counter.wakes(), 0, "a cancelled entry fired");
 }
 
+/// Once a pass has finished handing out everything due through an entry's time, its owner
+/// learns `Due` and lets the entry go without the wheel's lock, with the same waker or
+/// another, and a drop that comes before any poll takes none either: the pass took the entry
+/// out and gave its slot back. An entry the pass did not reach still takes the lock.
+#[cfg(not(loom))]
+#[test]
+fn the_owner_of_an_entry_a_finished_pass_handed_out_takes_no_lock() {
+    let (driver, shards, _rt) = paused_timer(1, 8);
+    let shard = &shards[0];
+    let (counter, waker) = Counter::waker();
+    let (_, other) = Counter::waker();
+    let mut entries: Vec<_> = (0..4).map(|_| TimerEntry::new(shard.clone(), ())).collect();
+    for (entry, units) in entries.iter_mut().zip([10, 10, 10, 20]) {
+        entry.register_units(units, &waker);
+    }
+    assert_eq!(fire(shard, 10), 3);
+    assert_eq!(counter.wakes(), 3);
+    assert_eq!(driver.reserved(), 1, "the fired entries' slots are free");
+
+    let before = shard.locks_taken();
+    assert_eq!(entries[0].poll(&waker, None), Outcome::Due);
+    assert_eq!(entries[1].poll(&other, None), Outcome::Due, "another waker");
+    assert!(!entries[2].cancel(), "dropped unpolled: it was not pending");
+    assert_eq!(shard.locks_taken(), before, "took the wheel's lock");
+    assert_eq!(entries[0].poll(&waker, None), Outcome::Due, "polled again");
+
+    // Filed later than the pass reached: still pending, and its cancel takes the lock.
+    assert!(entries[3].cancel());
+    assert!(
+        shard.locks_taken() > before,
+        "the lock count counts nothing"
+    );
+    assert_eq!(shard.len(), 0);
+    assert_eq!(driver.reserved(), 0);
+}
+
 /// A cancel with the wheel's lock free, on a quiet timer (no pass due soon), removes the
 /// entry at once whichever thread's shard it is: its memory and its waker go now, as nothing
 /// may come to reclaim them before the entry's bucket is due. On a busy timer (a pass due

@@ -31,6 +31,16 @@ pub(crate) struct Shard {
     /// Lets a re-poll tell "due" from "still waiting" without the lock (see
     /// [`TimerEntry::poll`](super::entry::TimerEntry::poll)). Monotone; 0 until the first pass.
     pub(super) fired_through: AtomicU64,
+    /// The wheel time through which this shard's last finished step of a pass handed out every
+    /// entry: stored, under the lock, when the step finds nothing more due at its time. A
+    /// one-shot entry filed for a time at or before it is out of the wheel, its slot given
+    /// back: a registration at or before the wheel's time is refused, and an owner moves its
+    /// entry only to a time later than the clock's (see [`handed_out`](Self::handed_out)).
+    /// Monotone; 0 until the first pass.
+    handed_out_through: AtomicU64,
+    /// How many times the wheel's lock was taken, for the tests of which paths take none.
+    #[cfg(all(test, not(loom)))]
+    locks_taken: std::sync::atomic::AtomicUsize,
     /// Cancellations handed over by other threads than the shard's own, or by threads that
     /// found the wheel's lock taken.
     inbox: Inbox,
@@ -113,6 +123,9 @@ impl Shard {
                 spare: Vec::new(),
             })),
             fired_through: AtomicU64::new(0),
+            handed_out_through: AtomicU64::new(0),
+            #[cfg(all(test, not(loom)))]
+            locks_taken: std::sync::atomic::AtomicUsize::new(0),
             inbox: Inbox {
                 keys: Mutex::new(Vec::new()),
                 len: AtomicUsize::new(0),
@@ -144,7 +157,32 @@ impl Shard {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Locked> {
+        #[cfg(all(test, not(loom)))]
+        self.locks_taken.fetch_add(1, Relaxed);
         lock(&self.wheel.0)
+    }
+
+    /// [`lock`](Self::lock) if no other thread holds it.
+    fn try_lock(&self) -> Option<MutexGuard<'_, Locked>> {
+        #[cfg(all(test, not(loom)))]
+        self.locks_taken.fetch_add(1, Relaxed);
+        try_lock(&self.wheel.0)
+    }
+
+    /// Whether a one-shot entry filed for wheel time `units` has been handed out by a pass
+    /// that finished (see `handed_out_through`): then it is out of the wheel and its slot is
+    /// free, and its owner, which saw it due, has nothing to take out (one atomic load, where
+    /// taking it out would take the lock). An entry a pass may still be handing out, or one
+    /// a shutdown drains, answers `false`.
+    ///
+    /// Sound for the entries of a [`TimerEntry`](super::entry::TimerEntry), whose owner
+    /// registers a deadline only if the wheel's time has not reached it (else the entry is
+    /// due at once and never filed) and moves it only to a deadline later than the clock's
+    /// (an earlier one fires it at once, see `Sleep::reset`), so no such entry is ever filed
+    /// at or before a time a finished pass has handed out.
+    #[inline]
+    pub(super) fn handed_out(&self, units: u64) -> bool {
+        units <= self.handed_out_through.load(Acquire)
     }
 
     /// Files `waker` to be woken at `deadline` (wheel time); arms the driver earlier if this
@@ -276,10 +314,13 @@ impl Shard {
     /// hand-over after that sweep sees the flag and takes the lock instead. Why a pass comes
     /// for a hand-over from another thread: see [`hand_over`](Self::hand_over).
     pub(crate) fn cancel_entry(&self, key: Key, units: u64) -> bool {
+        if self.handed_out(units) {
+            return false; // a pass took it out: nothing to do, no lock to take
+        }
         if !self.is_home() && self.pass_due_soon() && self.hand_over(key, units, true) {
             return true;
         }
-        if let Some(wheel) = try_lock(&self.wheel.0) {
+        if let Some(wheel) = self.try_lock() {
             return self.remove_under(wheel, key).is_some(); // the waker drops after the guard
         }
         // Past the horizon, the entry waits in no bucket: no pass of its own ever comes to
@@ -500,6 +541,11 @@ impl Shard {
                 fired.next = wheel.next_expiration();
                 // Cascades linked new buckets: the pass arms for them itself.
                 wheel.take_new_head();
+                // Every entry due at `now` is out (see `handed_out_through`). As for
+                // `fired_through`, a plain store under the lock keeps it monotone.
+                if now > self.handed_out_through.load(Relaxed) {
+                    self.handed_out_through.store(now, Release);
+                }
                 #[cfg(debug_assertions)]
                 if wheel.len() <= 4096 {
                     wheel.assert_invariants();
@@ -550,6 +596,12 @@ impl Shard {
     #[cfg(all(test, not(loom)))]
     pub(super) fn place(&self) -> (usize, usize) {
         (self.index, self.count)
+    }
+
+    /// How many times the wheel's lock has been taken.
+    #[cfg(all(test, not(loom)))]
+    pub(super) fn locks_taken(&self) -> usize {
+        self.locks_taken.load(Relaxed)
     }
 
     /// The capacities of the inbox's buffer and of the sweep's spare one.
