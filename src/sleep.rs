@@ -11,7 +11,7 @@ use futures::task::noop_waker_ref;
 use tokio::time::Instant;
 
 use crate::clock::{deadline_after, deadline_after_or_never};
-use crate::driver::entry::{Outcome, TimerEntry};
+use crate::driver::entry::{Outcome, Reset, TimerEntry};
 use crate::driver::shard::Shard;
 use crate::error::TimerError;
 use crate::timer::Timer;
@@ -403,9 +403,23 @@ impl Sleep {
                     };
                     return Ok(());
                 }
-                if deadline <= self.shard().now() {
+                let fired = if deadline <= self.shard().now() {
                     // Wakes the task that polled last, as Tokio's does: it may not be this one.
                     self.entry.fire_now();
+                    true
+                } else {
+                    // Due too if a pass has reached the deadline since the clock was read:
+                    // then woken as above.
+                    match self.entry.reschedule(deadline) {
+                        Reset::Filed => {
+                            self.entry.owner = State::Registered { moved: false };
+                            return Ok(());
+                        }
+                        Reset::Due => true,
+                        Reset::Gone => false,
+                    }
+                };
+                if fired {
                     // After a shutdown the next poll tells, by the new deadline, whether it
                     // elapsed before the shutdown or was cut short (as after any other reset).
                     self.entry.owner = if self.shard().is_shutdown() {
@@ -413,10 +427,6 @@ impl Sleep {
                     } else {
                         State::Elapsed
                     };
-                    return Ok(());
-                }
-                if self.entry.reschedule(deadline) {
-                    self.entry.owner = State::Registered { moved: false };
                     return Ok(());
                 }
                 // Fired meanwhile (its slot went with it).

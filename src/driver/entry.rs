@@ -12,7 +12,7 @@ use std::task::{RawWakerVTable, Waker};
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use super::shard::Shard;
+use super::shard::{Rescheduled, Shard};
 use super::shard_ref::ShardRef;
 use crate::error::TimerError;
 use crate::wheel::Key;
@@ -46,6 +46,17 @@ impl fmt::Debug for WakerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WakerId").finish_non_exhaustive()
     }
+}
+
+/// What [`TimerEntry::reschedule`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reset {
+    /// Filed for the new deadline.
+    Filed,
+    /// The new deadline had been reached: taken out, and its waker woken.
+    Due,
+    /// It was no longer pending.
+    Gone,
 }
 
 /// Where a registration stands, as its owner sees it.
@@ -355,18 +366,30 @@ impl<S> TimerEntry<S> {
         }
     }
 
-    /// Moves a registered entry to `deadline` in place (the waker is kept): `false` if it
-    /// was not pending (it fired, or a shutdown took it; it is then no longer registered).
-    pub(crate) fn reschedule(&mut self, deadline: Instant) -> bool {
+    /// Moves a registered entry to `deadline` in place (the waker is kept): `Filed`; `Due` if
+    /// the timer's time has reached `deadline` (a pass may have run since the caller read the
+    /// clock): then the entry is taken out and the waker it held woken, as
+    /// [`fire_now`](Self::fire_now) does; `Gone` if it was not pending (it fired, or a
+    /// shutdown took it). Unless `Filed`, it is no longer registered.
+    pub(crate) fn reschedule(&mut self, deadline: Instant) -> Reset {
         let Some(reg) = self.registered() else {
-            return false;
+            return Reset::Gone;
         };
-        if self.shard.reschedule_at(reg.key, deadline) {
-            self.units = self.shard.driver.clock.deadline_to_units(deadline);
-            true
-        } else {
-            self.set_waker(None);
-            false
+        let units = self.shard.driver.clock.deadline_to_units(deadline);
+        match self.shard.reschedule_entry(reg.key, units) {
+            Rescheduled::Filed => {
+                self.units = units;
+                Reset::Filed
+            }
+            Rescheduled::Due(waker) => {
+                self.set_waker(None);
+                waker.wake();
+                Reset::Due
+            }
+            Rescheduled::Gone => {
+                self.set_waker(None);
+                Reset::Gone
+            }
         }
     }
 

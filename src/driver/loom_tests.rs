@@ -30,7 +30,7 @@ use loom::thread;
 #[cfg(not(loom))]
 use std::thread;
 
-use super::entry::{Outcome, TimerEntry};
+use super::entry::{Outcome, Reset, TimerEntry};
 use super::shard::Shard;
 use super::{Driver, FireReport, Wakers};
 use crate::loom::{model, AtomicUsize};
@@ -284,6 +284,65 @@ fn loom_reset_vs_fire() {
         let fired_later = fired.entries == 1;
         assert!(fired_by_pass ^ fired_later, "fires exactly once");
     });
+}
+
+/// A `Sleep`'s reset to an earlier deadline (`TimerEntry::reschedule`) races with the pass
+/// that reaches it, and its owner polls after the reset: the waker is woken exactly once (by
+/// the pass, or by the reset that finds the deadline reached), and once the owner has seen
+/// `Due` nothing is left in the wheel and the slot is free, with no later pass. (A reset that
+/// filed the entry at a time a finished pass had handed out would leave it there, the owner
+/// skipping the lock on the strength of that pass.)
+#[test]
+fn loom_entry_reset_vs_fire_leaves_nothing_behind() {
+    model(|| {
+        let (driver, shards, _rt) = paused_timer(1, 1);
+        let shard = shards[0].clone();
+        let (counter, waker) = Counter::waker();
+        let mut entry = TimerEntry::new(shard.clone(), ());
+        entry.register_units(50, &waker);
+        let at_10 = driver.clock.at_units(10);
+
+        let resetter = thread::spawn(move || {
+            let reset = entry.reschedule(at_10);
+            let outcome = entry.poll(&waker, None);
+            (entry, waker, reset, outcome)
+        });
+        fire(&shard, 10);
+        let (mut entry, waker, reset, outcome) = resetter.join().unwrap();
+
+        assert_ne!(reset, Reset::Gone, "pending until the reset or the pass");
+        if outcome == Outcome::Pending {
+            assert_eq!(reset, Reset::Filed);
+            assert_eq!(
+                entry.poll(&waker, None),
+                Outcome::Due,
+                "woken, still pending"
+            );
+        }
+        assert_eq!(counter.wakes(), 1, "woken exactly once");
+        assert_eq!(shard.lock().len(), 0, "left in the wheel");
+        assert_eq!(driver.reserved(), 0, "slot kept");
+    });
+}
+
+/// The interleaving of the model above that a pass wins, deterministically: a reset to a
+/// deadline the wheel's time has already reached takes the entry out and wakes its waker,
+/// rather than filing it where the owner, told `Due`, would leave it.
+#[cfg(not(loom))]
+#[test]
+fn an_entry_reset_to_a_time_a_pass_has_reached_is_taken_out_and_woken() {
+    let (driver, shards, _rt) = paused_timer(1, 1);
+    let shard = &shards[0];
+    let (counter, waker) = Counter::waker();
+    let mut entry = TimerEntry::new(shard.clone(), ());
+    entry.register_units(50, &waker);
+    assert_eq!(fire(shard, 10), 0);
+    assert_eq!(entry.reschedule(driver.clock.at_units(10)), Reset::Due);
+    assert_eq!(counter.wakes(), 1);
+    assert_eq!(entry.poll(&waker, None), Outcome::Due);
+    assert_eq!(shard.lock().len(), 0, "left in the wheel");
+    assert_eq!(driver.reserved(), 0, "slot kept");
+    assert_eq!(fire(shard, 50), 0, "fired again");
 }
 
 /// `Timer::pending` races with a cancel on one shard and a registration on another (the slot

@@ -32,11 +32,10 @@ pub(crate) struct Shard {
     /// [`TimerEntry::poll`](super::entry::TimerEntry::poll)). Monotone; 0 until the first pass.
     pub(super) fired_through: AtomicU64,
     /// The wheel time through which this shard's last finished step of a pass handed out every
-    /// entry: stored, under the lock, when the step finds nothing more due at its time. A
-    /// one-shot entry filed for a time at or before it is out of the wheel, its slot given
-    /// back: a registration at or before the wheel's time is refused, and an owner moves its
-    /// entry only to a time later than the clock's (see [`handed_out`](Self::handed_out)).
-    /// Monotone; 0 until the first pass.
+    /// entry: stored when the step finds nothing more due at its time, after it gave their
+    /// slots back. A one-shot entry filed for a time at or before it is out of the wheel, its
+    /// slot free: a one-shot entry is never filed at or before the wheel's time (see
+    /// [`handed_out`](Self::handed_out)). Monotone; 0 until the first pass.
     handed_out_through: AtomicU64,
     /// How many times the wheel's lock was taken, for the tests of which paths take none.
     #[cfg(all(test, not(loom)))]
@@ -175,11 +174,12 @@ impl Shard {
     /// taking it out would take the lock). An entry a pass may still be handing out, or one
     /// a shutdown drains, answers `false`.
     ///
-    /// Sound for the entries of a [`TimerEntry`](super::entry::TimerEntry), whose owner
-    /// registers a deadline only if the wheel's time has not reached it (else the entry is
-    /// due at once and never filed) and moves it only to a deadline later than the clock's
-    /// (an earlier one fires it at once, see `Sleep::reset`), so no such entry is ever filed
-    /// at or before a time a finished pass has handed out.
+    /// Sound for the entries of a [`TimerEntry`](super::entry::TimerEntry): a registration
+    /// for a deadline the wheel's time has reached is refused (the entry is due at once), and
+    /// a move to such a deadline removes the entry instead ([`reschedule_entry`](Self::reschedule_entry)),
+    /// both checked under the lock, so no such entry is ever filed at or before a time a
+    /// finished pass has handed out. (Persistent entries, filed at any time, never come here;
+    /// nor do those past the horizon, at `u64::MAX`, which no pass reaches.)
     #[inline]
     pub(super) fn handed_out(&self, units: u64) -> bool {
         units <= self.handed_out_through.load(Acquire)
@@ -471,6 +471,27 @@ impl Shard {
         true
     }
 
+    /// Moves a one-shot entry (a [`TimerEntry`](super::entry::TimerEntry)'s) to `deadline`,
+    /// unless the wheel's time has reached it: then, as a registration for that deadline would
+    /// be, it is due now, and is removed, its slot given back and its waker returned (to
+    /// wake). Checked under the lock, so no one-shot entry is ever filed at or before a time a
+    /// pass has handed out (a pass may have run since its owner read the clock): see
+    /// [`handed_out`](Self::handed_out).
+    pub(super) fn reschedule_entry(&self, key: Key, deadline: u64) -> Rescheduled {
+        let mut wheel = self.lock();
+        if deadline <= wheel.now() {
+            return match self.remove_under(wheel, key) {
+                Some(waker) => Rescheduled::Due(waker),
+                None => Rescheduled::Gone,
+            };
+        }
+        if !refile(&mut wheel, key, deadline) {
+            return Rescheduled::Gone;
+        }
+        self.publish_head(wheel);
+        Rescheduled::Filed
+    }
+
     /// Moves a pending entry to a new deadline; `false` if it is no longer pending.
     pub(super) fn reschedule(&self, key: Key, deadline: u64) -> bool {
         let mut wheel = self.lock();
@@ -509,6 +530,9 @@ impl Shard {
     /// aside: see [`Wakers`]), and adds what it did to `fired`, setting `fired.next` to the
     /// shard's next expiration.
     pub(crate) fn fire_due(&self, now: u64, wakers: &mut Wakers, fired: &mut FireReport) {
+        // Entries past the horizon (`u64::MAX`) are never handed out: a pass at that time
+        // would count them as handed out (see `handed_out_through`).
+        debug_assert!(now < u64::MAX, "a pass at the horizon");
         loop {
             let mut wheel = self.lock();
             // Published before any entry due at `now` leaves the wheel (see `fired_through`).
@@ -541,11 +565,6 @@ impl Shard {
                 fired.next = wheel.next_expiration();
                 // Cascades linked new buckets: the pass arms for them itself.
                 wheel.take_new_head();
-                // Every entry due at `now` is out (see `handed_out_through`). As for
-                // `fired_through`, a plain store under the lock keeps it monotone.
-                if now > self.handed_out_through.load(Relaxed) {
-                    self.handed_out_through.store(now, Release);
-                }
                 #[cfg(debug_assertions)]
                 if wheel.len() <= 4096 {
                     wheel.assert_invariants();
@@ -554,6 +573,14 @@ impl Shard {
             drop(wheel);
             drop(swept);
             self.driver.release(slots);
+            if !more {
+                // Every entry due at `now` is out, and its slot given back (see
+                // `handed_out_through`). Only the runner passes, and its `now` never goes
+                // back: a plain store keeps the value monotone.
+                if now > self.handed_out_through.load(Relaxed) {
+                    self.handed_out_through.store(now, Release);
+                }
+            }
             wake_all(&mut wakers.now);
             if !more {
                 return;
@@ -633,6 +660,17 @@ impl Shard {
     pub(crate) fn contains(&self, key: Key) -> bool {
         self.lock().contains(key)
     }
+}
+
+/// What [`Shard::reschedule_entry`] did.
+pub(crate) enum Rescheduled {
+    /// Filed for the new deadline.
+    Filed,
+    /// The wheel's time had reached the new deadline: removed (its slot given back), its
+    /// waker handed back.
+    Due(Waker),
+    /// No longer pending (it fired, or a shutdown took it).
+    Gone,
 }
 
 /// How a fired persistent entry (an `Interval`'s) hands out its waker: moved out, a no-op
