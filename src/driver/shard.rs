@@ -33,9 +33,11 @@ pub(crate) struct Shard {
     pub(super) fired_through: AtomicU64,
     /// The wheel time through which this shard's last finished step of a pass handed out every
     /// entry: stored when the step finds nothing more due at its time, after it gave their
-    /// slots back. A one-shot entry filed for a time at or before it is out of the wheel, its
-    /// slot free: a one-shot entry is never filed at or before the wheel's time (see
-    /// [`handed_out`](Self::handed_out)). Monotone; 0 until the first pass.
+    /// slots back. A [`TimerEntry`](super::entry::TimerEntry)'s entry filed for a time at or
+    /// before it is out of the wheel, its slot free: such an entry is never filed at or before
+    /// the wheel's time (see [`handed_out`](Self::handed_out); a delayed task's may be, through
+    /// [`reschedule`](Self::reschedule), and its handle cancels under the lock). Monotone; 0
+    /// until the first pass.
     handed_out_through: AtomicU64,
     /// How many times the wheel's lock was taken, for the tests of which paths take none.
     #[cfg(all(test, not(loom)))]
@@ -178,8 +180,9 @@ impl Shard {
     /// for a deadline the wheel's time has reached is refused (the entry is due at once), and
     /// a move to such a deadline removes the entry instead ([`reschedule_entry`](Self::reschedule_entry)),
     /// both checked under the lock, so no such entry is ever filed at or before a time a
-    /// finished pass has handed out. (Persistent entries, filed at any time, never come here;
-    /// nor do those past the horizon, at `u64::MAX`, which no pass reaches.)
+    /// finished pass has handed out. (Persistent entries, filed at any time, and delayed
+    /// tasks' entries never come here; an entry past the horizon, at `u64::MAX`, answers
+    /// `false`, as no pass reaches that time.)
     #[inline]
     pub(super) fn handed_out(&self, units: u64) -> bool {
         units <= self.handed_out_through.load(Acquire)
@@ -492,7 +495,10 @@ impl Shard {
         Rescheduled::Filed
     }
 
-    /// Moves a pending entry to a new deadline; `false` if it is no longer pending.
+    /// Moves a pending entry to a new deadline; `false` if it is no longer pending. The
+    /// deadline may be at or before the wheel's time (the entry is then due on the next pass):
+    /// never for a [`TimerEntry`](super::entry::TimerEntry)'s key, whose owner may skip the
+    /// lock on the strength of a finished pass (see [`reschedule_entry`](Self::reschedule_entry)).
     pub(super) fn reschedule(&self, key: Key, deadline: u64) -> bool {
         let mut wheel = self.lock();
         if !refile(&mut wheel, key, deadline) {
