@@ -477,7 +477,7 @@ impl Shard {
     /// Moves a one-shot entry (a [`TimerEntry`](super::entry::TimerEntry)'s) to `deadline`,
     /// unless the wheel's time has reached it: then, as a registration for that deadline would
     /// be, it is due now, and is removed, its slot given back and its waker returned (to
-    /// wake). Checked under the lock, so no one-shot entry is ever filed at or before a time a
+    /// wake). Checked under the lock, so no such entry is ever filed at or before a time a
     /// pass has handed out (a pass may have run since its owner read the clock): see
     /// [`handed_out`](Self::handed_out).
     pub(super) fn reschedule_entry(&self, key: Key, deadline: u64) -> Rescheduled {
