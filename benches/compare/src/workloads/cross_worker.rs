@@ -17,11 +17,18 @@
 //! or has fired (each fired one is checked to have elapsed). Ours (`timeout`) against
 //! `tokio::time::timeout` on Tokio's default timer and on its alt timer (when built in).
 //!
-//! A baseline runs the same harness with no timer at all (a boxed future that never completes
-//! where a timeout would be cancelled, and completes at once where one would fire): "timer
-//! cost per timeout" is `1/rate - 1/rate_baseline`, the wall time the timer adds to the
-//! harness's own (boxing, handing over, freeing on another thread), and the ratio over it is
-//! the one a timer can move.
+//! Each timeout is made in a box that the harness reuses: the consumer drops the timeout in
+//! place (cancelling it, or after it fired) and hands the empty box back to its producer, which
+//! makes the next timeout in it. So no timeout's memory is allocated on one worker and freed on
+//! the other: with a box per timeout, freed by the consumer, the allocator's cross-thread frees
+//! (glibc's locks, its consolidation) moved this workload's figures by more than the timers
+//! differed. A timer that allocates (the alt timer allocates each of its entries) still frees
+//! where it cancels, as in real use.
+//!
+//! A baseline runs the same harness with no timer at all (a future that never completes where
+//! a timeout would be cancelled, and completes at once where one would fire): "timer cost per
+//! timeout" is `1/rate - 1/rate_baseline`, the wall time the timer adds to the harness's own
+//! (handing over, the boxes' round trip), and the ratio over it is the one a timer can move.
 //!
 //! A floor runs in the same harness: [`FloorTimeout`](crate::floor::FloorTimeout), the least a
 //! timer shared between threads does for a timeout it cancels, if the cancel frees the entry
@@ -54,6 +61,12 @@ pub(crate) const WORKLOAD: Workload = Workload {
     about: "timeouts registered on one worker, cancelled (90%) or fired (10%) on another",
     run,
 };
+
+/// Runs of each system per repetition of the suite (`--reps`): a run takes a quarter of a
+/// second or so, and on a shared machine a spell of half speed lasting a few seconds
+/// (unrelated to the system then running) spans several runs in a row, two of the three of
+/// one system at times; the median of nine outlasts it.
+const REPS_FACTOR: usize = 3;
 
 /// Timeouts per hand-over.
 const BATCH: usize = 64;
@@ -146,14 +159,54 @@ fn expected_fired(pairs: usize, per_producer: usize) -> usize {
     pairs * per_producer.div_ceil(FIRE_EVERY)
 }
 
+/// A timeout's box, reused for one timeout after another (see the module docs): `None` between
+/// two.
+type Slot<F> = Pin<Box<Padded<F>>>;
+
+pin_project_lite::pin_project! {
+    /// A timeout alone in its cache lines (two: the adjacent-line prefetcher fetches pairs), so
+    /// that the consumer dropping one and the producer making the next never write one line.
+    #[repr(align(128))]
+    struct Padded<F> {
+        #[pin]
+        timeout: Option<F>,
+    }
+}
+
+impl<F> Padded<F> {
+    fn empty() -> Padded<F> {
+        Padded { timeout: None }
+    }
+
+    /// Drops the timeout held (cancelling it), if any, then holds `timeout`.
+    fn set(self: Pin<&mut Self>, timeout: Option<F>) {
+        self.project().timeout.set(timeout);
+    }
+
+    fn timeout(self: Pin<&mut Self>) -> Pin<&mut F> {
+        self.project()
+            .timeout
+            .as_pin_mut()
+            .expect("a timeout in its box")
+    }
+}
+
 /// Registered timeouts on their way from a producer to its consumer, each with whether it is
 /// one that fires, tagged with the thread that registered them.
-type Batch<F> = (ThreadId, Vec<(Pin<Box<F>>, bool)>);
+type Batch<F> = (ThreadId, Vec<(Slot<F>, bool)>);
 
 /// What a producer and its consumer share.
 struct Handover<F> {
     queue: Mutex<VecDeque<Batch<F>>>,
+    /// What the consumer gives back to the producer: emptied boxes, and the emptied vectors
+    /// of the batches.
+    returned: Mutex<Returned<F>>,
     producer_done: AtomicBool,
+}
+
+struct Returned<F> {
+    slots: Vec<Slot<F>>,
+    batches: Vec<Vec<(Slot<F>, bool)>>,
 }
 
 fn bench<M, F>(flavor: Flavor, workers: usize, n: usize, make: M) -> Option<[f64; 3]>
@@ -170,6 +223,10 @@ where
             .map(|_| {
                 let handover = Arc::new(Handover {
                     queue: Mutex::new(VecDeque::new()),
+                    returned: Mutex::new(Returned {
+                        slots: Vec::new(),
+                        batches: Vec::new(),
+                    }),
                     producer_done: AtomicBool::new(false),
                 });
                 let producer = tokio::spawn(produce(handover.clone(), batches, make));
@@ -213,6 +270,8 @@ where
 {
     let _done = Done(&handover.producer_done);
     let (mut k, mut fired_at_once) = (0, 0);
+    // Boxes given back, taken from `handover.returned` a batch's worth at a time.
+    let mut slots: Vec<Slot<F>> = Vec::new();
     for _ in 0..batches {
         while handover.queue.lock().unwrap().len() >= MAX_QUEUED {
             if Arc::strong_count(&handover) == 1 {
@@ -220,16 +279,27 @@ where
             }
             tokio::task::yield_now().await;
         }
-        let mut batch = Vec::with_capacity(BATCH);
+        let mut batch = {
+            let mut returned = handover.returned.lock().unwrap();
+            if slots.len() < BATCH {
+                slots.append(&mut returned.slots);
+            }
+            returned.batches.pop()
+        }
+        .unwrap_or_else(|| Vec::with_capacity(BATCH));
         for _ in 0..BATCH {
             let fires = k % FIRE_EVERY == 0;
             k += 1;
-            let mut t = Box::pin(make(if fires { FIRES_AFTER } else { CANCELLED_AFTER }));
-            match poll_once(t.as_mut()).await {
-                Poll::Pending => batch.push((t, fires)),
+            let mut slot = slots.pop().unwrap_or_else(|| Box::pin(Padded::empty()));
+            let timeout = make(if fires { FIRES_AFTER } else { CANCELLED_AFTER });
+            slot.as_mut().set(Some(timeout));
+            match poll_once(slot.as_mut().timeout()).await {
+                Poll::Pending => batch.push((slot, fires)),
                 Poll::Ready(elapsed) => {
                     assert!(fires && elapsed, "a 5 s timeout completed at once");
                     fired_at_once += 1;
+                    slot.as_mut().set(None);
+                    slots.push(slot);
                 }
             }
         }
@@ -247,51 +317,67 @@ where
 {
     let mut firing = FuturesUnordered::new();
     let (mut handled, mut cross, mut fired) = (0, 0, 0);
+    // Emptied boxes, given back with each batch's vector.
+    let mut emptied: Vec<Slot<F>> = Vec::new();
     loop {
         // Read before looking at the queue: done and then empty means nothing more comes.
         let done = handover.producer_done.load(Acquire);
         let next = handover.queue.lock().unwrap().pop_front();
         match next {
-            Some((registered_on, batch)) => {
+            Some((registered_on, mut batch)) => {
                 handled += batch.len();
                 if registered_on != thread::current().id() {
                     cross += batch.len();
                 }
-                for (timeout, fires) in batch {
+                for (mut slot, fires) in batch.drain(..) {
                     if fires {
-                        firing.push(timeout);
+                        firing.push(fire(slot));
                     } else {
-                        drop(timeout); // cancels it
+                        slot.as_mut().set(None); // cancels it
+                        emptied.push(slot);
                     }
                 }
+                let mut returned = handover.returned.lock().unwrap();
+                returned.slots.append(&mut emptied);
+                returned.batches.push(batch);
             }
             None if done => break,
             None => {}
         }
-        while let Poll::Ready(Some(elapsed)) = poll_once(pin!(firing.next())).await {
+        while let Poll::Ready(Some((elapsed, slot))) = poll_once(pin!(firing.next())).await {
             assert!(elapsed, "a timeout around a pending future completed");
             fired += 1;
+            emptied.push(slot);
         }
         tokio::task::yield_now().await;
     }
-    while let Some(elapsed) = firing.next().await {
+    while let Some((elapsed, _)) = firing.next().await {
         assert!(elapsed, "a timeout around a pending future completed");
         fired += 1;
     }
     (handled, cross, fired)
 }
 
+/// Awaits the timeout in `slot`, then drops it there: whether it elapsed, and the empty box.
+async fn fire<F: Future<Output = bool>>(mut slot: Slot<F>) -> (bool, Slot<F>) {
+    let elapsed = slot.as_mut().timeout().await;
+    slot.as_mut().set(None);
+    (elapsed, slot)
+}
+
 fn run(ctx: &Ctx, summary: &mut Summary) {
     let n = ctx.size(1_000_000, 40_000);
     let pairs = pairs_for(ctx.workers);
     let handled = (n / pairs / BATCH).max(1) * BATCH * pairs;
+    let runs = REPS_FACTOR * ctx.reps;
     println!(
         "{handled} timeouts, made and registered by {pairs} producer tasks, handed in batches of \
          {BATCH} to {pairs} consumer tasks that cancel 9 in 10 (5 s timeouts) and await the \
-         10th (1 ms); {} runtime.\n",
+         10th (1 ms); {} runtime. Each figure is the median of {runs} runs of each system, in \
+         turn.\n",
         Flavor::MultiThread.label(ctx.workers)
     );
-    let reps = interleaved(ctx.reps, &SYSTEMS, |&sys| sys.measure(ctx.workers, n));
+    let reps = interleaved(runs, &SYSTEMS, |&sys| sys.measure(ctx.workers, n));
     let baseline = reps[0]
         .as_ref()
         .expect("the baseline is always measured")
