@@ -51,12 +51,16 @@ fn my_shard() -> &'static Shard {
 }
 
 /// A future that never completes (as a timeout around a pending future that is cancelled),
-/// registered as described in the module documentation; or, made with `fires`, one that
-/// completes at once with `true` (the harness's fired timeouts cost nothing here, which only
-/// lowers the floor).
+/// registered as described in the module documentation; or, made with `fires`, one that files
+/// nothing, is pending at its first poll and ready with `true` at the next (the harness hands
+/// it over and its consumer polls it again, as it awaits a timer's fired timeouts; no entry and
+/// no firing, which only lowers the floor). Such a one arranges no wake-up: it is for a harness
+/// that polls it again unasked.
 pub(crate) struct FloorTimeout {
     deadline: Instant,
     fires: bool,
+    /// For one that fires: whether its first poll has been.
+    polled: bool,
     registered: Option<(&'static Shard, usize)>,
 }
 
@@ -65,6 +69,7 @@ impl FloorTimeout {
         FloorTimeout {
             deadline: Instant::now() + duration,
             fires,
+            polled: false,
             registered: None,
         }
     }
@@ -75,7 +80,11 @@ impl Future for FloorTimeout {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
         if self.fires {
-            return Poll::Ready(true);
+            if self.polled {
+                return Poll::Ready(true);
+            }
+            self.polled = true;
+            return Poll::Pending;
         }
         if self.registered.is_none() {
             let shard = my_shard();

@@ -19,16 +19,18 @@
 //!
 //! Each timeout is made in a box that the harness reuses: the consumer drops the timeout in
 //! place (cancelling it, or after it fired) and hands the empty box back to its producer, which
-//! makes the next timeout in it. So no timeout's memory is allocated on one worker and freed on
-//! the other: with a box per timeout, freed by the consumer, the allocator's cross-thread frees
-//! (glibc's locks, its consolidation) moved this workload's figures by more than the timers
-//! differed. A timer that allocates (the alt timer allocates each of its entries) still frees
-//! where it cancels, as in real use.
+//! makes the next timeout in it. So the harness allocates nothing per timeout once its boxes
+//! are made (a few in flight are freed at the end): with a box per timeout, made by the
+//! producer and freed by the consumer, the allocator's cross-thread frees (glibc's locks, its
+//! consolidation) moved this workload's figures by more than the timers differed. A timer's
+//! own allocations (the alt timer's entries) are freed where that timer frees them, as in real
+//! use.
 //!
 //! A baseline runs the same harness with no timer at all (a future that never completes where
-//! a timeout would be cancelled, and completes at once where one would fire): "timer cost per
-//! timeout" is `1/rate - 1/rate_baseline`, the wall time the timer adds to the harness's own
-//! (handing over, the boxes' round trip), and the ratio over it is the one a timer can move.
+//! a timeout would be cancelled, and where one would fire, one pending at its first poll and
+//! ready at the next, so that it too is handed over and awaited): "timer cost per timeout" is
+//! `1/rate - 1/rate_baseline`, the wall time the timer adds to the harness's own (handing over,
+//! awaiting, the boxes' round trip), and the ratio over it is the one a timer can move.
 //!
 //! A floor runs in the same harness: [`FloorTimeout`](crate::floor::FloorTimeout), the least a
 //! timer shared between threads does for a timeout it cancels, if the cancel frees the entry
@@ -65,7 +67,8 @@ pub(crate) const WORKLOAD: Workload = Workload {
 /// Runs of each system per repetition of the suite (`--reps`): a run takes a quarter of a
 /// second or so, and on a shared machine a spell of half speed lasting a few seconds
 /// (unrelated to the system then running) spans several runs in a row, two of the three of
-/// one system at times; the median of nine outlasts it.
+/// one system at times; the median of nine outlasts a spell that covers up to four of them
+/// (about four rounds of the systems, four to five seconds).
 const REPS_FACTOR: usize = 3;
 
 /// Timeouts per hand-over.
@@ -112,6 +115,7 @@ impl System {
         match self {
             System::Baseline => bench(Flavor::MultiThread, workers, n, |d| NoTimer {
                 fires: d == FIRES_AFTER,
+                polled: false,
             }),
             System::Floor => bench(Flavor::MultiThread, workers, n, |d| {
                 FloorTimeout::new(d, d == FIRES_AFTER)
@@ -129,19 +133,23 @@ impl System {
     }
 }
 
-/// The baseline's future: no timer; ready at once where a timeout would fire (so it is not
-/// handed over), pending for ever where one would be cancelled.
+/// The baseline's future: no timer; where a timeout would fire, pending at its first poll and
+/// ready at the next (handed over and awaited as a fired timeout is; it arranges no wake-up,
+/// as the consumer polls what it awaits when it takes it), and pending for ever where one
+/// would be cancelled.
 struct NoTimer {
     fires: bool,
+    polled: bool,
 }
 
 impl Future for NoTimer {
     type Output = bool;
 
-    fn poll(self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<bool> {
-        if self.fires {
+    fn poll(mut self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<bool> {
+        if self.fires && self.polled {
             Poll::Ready(true)
         } else {
+            self.polled = true;
             Poll::Pending
         }
     }
@@ -165,7 +173,8 @@ type Slot<F> = Pin<Box<Padded<F>>>;
 
 pin_project_lite::pin_project! {
     /// A timeout alone in its cache lines (two: the adjacent-line prefetcher fetches pairs), so
-    /// that the consumer dropping one and the producer making the next never write one line.
+    /// that no two timeouts in flight share a line (the consumer dropping one, the producer
+    /// making another): a box comes back to the producer only once emptied.
     #[repr(align(128))]
     struct Padded<F> {
         #[pin]
