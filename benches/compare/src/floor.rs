@@ -210,9 +210,11 @@ mod tests {
             assert_eq!(filed(), before + 1, "filed once");
             drop(t);
             assert_eq!(filed(), before, "removed on drop");
-            let fired = pin!(FloorTimeout::new(Duration::from_millis(1), true));
-            assert_eq!(crate::poll::poll_once(fired).await, Poll::Ready(true));
+            let mut fired = pin!(FloorTimeout::new(Duration::from_millis(1), true));
+            assert!(crate::poll::poll_once(fired.as_mut()).await.is_pending());
             assert_eq!(filed(), before, "a firing one is not filed");
+            let again = crate::poll::poll_once(fired.as_mut()).await;
+            assert_eq!(again, Poll::Ready(true), "ready at its second poll");
         });
     }
 
