@@ -21,7 +21,11 @@
 //!   a `select!` loop polls it at every wake (a message on a channel, a read): polls per
 //!   second of 10k polls that each find nothing due, with the items in one bucket (30 s
 //!   timeouts given within 100 ms, as a burst of connections after a restart) and spread over
-//!   1 to 61 s. Each poll reads the clock, for both queues.
+//!   1 to 61 s. Ours reads the clock at each such poll (it hands an item out as soon as a
+//!   poll finds its exact deadline passed); tokio-util's reads none (it hands items out only
+//!   when its timer fires). A third row gives that clock read's price in the same run:
+//!   tokio-util's queue with one `Instant::now()` read before each poll, the least a queue
+//!   that reads the clock there can cost if it does the rest as cheaply as tokio-util's.
 //! - **peeks**: a loop that peeks at the next item and removes it, until the queue is empty
 //!   (`while let Some(key) = q.peek() { q.try_remove(&key) }`), over 30k items given 30 s
 //!   timeouts within 1 ms (one slot of the wheel) and over 100k spread over 1 to 61 s: items
@@ -60,6 +64,8 @@ type Peer = tokio_util::time::DelayQueue<u64>;
 
 const OURS: &str = "ours: DelayQueue";
 const PEER: &str = "tokio-util DelayQueue";
+/// tokio-util's queue with one clock read before each waiting poll: ours' floor there.
+const PEER_CLOCK: &str = "tokio-util DelayQueue + one clock read a poll";
 
 /// The operations both queues offer, so that one function measures both.
 trait Queue: Default + Stream + Unpin {
@@ -238,8 +244,9 @@ fn filled<Q: Queue>(n: usize, bunched: Option<Duration>) -> Q {
 }
 
 /// Polls per second of `polls` polls of a queue holding `n` items, none due, their deadlines
-/// 30 s away within 100 ms (`bunched`) or over 1 to 61 s; on a fresh runtime.
-fn waiting_polls<Q: Queue>(n: usize, polls: usize, bunched: bool) -> f64 {
+/// 30 s away within 100 ms (`bunched`) or over 1 to 61 s; on a fresh runtime. With
+/// `read_clock`, each poll is preceded by one `tokio::time::Instant::now()`.
+fn waiting_polls<Q: Queue>(n: usize, polls: usize, bunched: bool, read_clock: bool) -> f64 {
     let rt = Flavor::CurrentThread.runtime(1, "dq-waiting");
     let secs = rt.block_on(async {
         let within = bunched.then_some(Duration::from_millis(100));
@@ -249,6 +256,9 @@ fn waiting_polls<Q: Queue>(n: usize, polls: usize, bunched: bool) -> f64 {
         assert!(std::pin::Pin::new(&mut q).poll_next(&mut cx).is_pending());
         let t = std::time::Instant::now();
         for _ in 0..polls {
+            if read_clock {
+                std::hint::black_box(Instant::now());
+            }
             assert!(std::pin::Pin::new(&mut q).poll_next(&mut cx).is_pending());
         }
         t.elapsed().as_secs_f64()
@@ -398,22 +408,26 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
     println!("### Waiting polls\n");
     let held = ctx.size(100_000, 5_000);
     let polls = ctx.size(10_000, 1_000);
-    println!("{polls} polls of a queue holding {held} items, none due: polls per second.\n");
+    println!(
+        "{polls} polls of a queue holding {held} items, none due: polls per second. Ours \
+         reads the clock at each, tokio-util's reads none; the clock read's price, in the \
+         same run: tokio-util's with one `Instant::now()` before each poll.\n"
+    );
     let layouts = [
         ("in one bucket (30 s, within 100 ms)", true),
         ("over 1 to 61 s", false),
     ];
-    let waits = interleaved(ctx.reps, &systems, |&sys| {
-        Some(layouts.map(|(_, bunched)| {
-            if sys == OURS {
-                waiting_polls::<Ours>(held, polls, bunched)
-            } else {
-                waiting_polls::<Peer>(held, polls, bunched)
-            }
+    let wait_systems = [OURS, PEER, PEER_CLOCK];
+    let waits = interleaved(ctx.reps, &wait_systems, |&sys| {
+        Some(layouts.map(|(_, bunched)| match sys {
+            OURS => waiting_polls::<Ours>(held, polls, bunched, false),
+            PEER => waiting_polls::<Peer>(held, polls, bunched, false),
+            _ => waiting_polls::<Peer>(held, polls, bunched, true),
         }))
     });
     let waits: Vec<_> = waits.into_iter().map(|r| r.expect("measured")).collect();
-    let [ours_wait, peer_wait] = [0, 1].map(|s| waits[s].medians());
+    let [ours_wait, peer_wait, clock_wait] = [0, 1, 2].map(|s| waits[s].medians());
+    let ns = |polls_per_sec: f64| 1e9 / polls_per_sec;
     let rows: Vec<Vec<String>> = layouts
         .iter()
         .enumerate()
@@ -423,11 +437,24 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
                 waits[0].shown(k, rate),
                 waits[1].shown(k, rate),
                 ratio(ours_wait[k], peer_wait[k], true),
+                waits[2].shown(k, rate),
+                ratio(ours_wait[k], clock_wait[k], true),
+                format!("{:.1}", ns(clock_wait[k]) - ns(peer_wait[k])),
+                format!("{:.1}", ns(ours_wait[k]) - ns(peer_wait[k])),
             ]
         })
         .collect();
     print_table(
-        &["items", "ours polls/s", "tokio-util polls/s", "ours vs it"],
+        &[
+            "items",
+            "ours polls/s",
+            "tokio-util polls/s",
+            "ours vs it",
+            "tokio-util + a clock read, polls/s",
+            "ours vs that",
+            "the clock read, ns a poll",
+            "ours' gap to tokio-util, ns a poll",
+        ],
         &rows,
     );
 
@@ -538,6 +565,14 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         "waiting polls/s, items over 1 to 61 s",
         PEER,
         [ours_wait[1], peer_wait[1]],
+        true,
+        rate,
+    );
+    summary.add_all(
+        "waiting polls/s, one bucket / over 1 to 61 s",
+        PEER_CLOCK,
+        &ours_wait,
+        &clock_wait,
         true,
         rate,
     );
