@@ -422,7 +422,8 @@ fn run(ctx: &Ctx, summary: &mut Summary) {
         Some(layouts.map(|(_, bunched)| match sys {
             OURS => waiting_polls::<Ours>(held, polls, bunched, false),
             PEER => waiting_polls::<Peer>(held, polls, bunched, false),
-            _ => waiting_polls::<Peer>(held, polls, bunched, true),
+            PEER_CLOCK => waiting_polls::<Peer>(held, polls, bunched, true),
+            _ => unreachable!("not a waiting-polls system: {sys}"),
         }))
     });
     let waits: Vec<_> = waits.into_iter().map(|r| r.expect("measured")).collect();
