@@ -23,7 +23,7 @@
 //!   timeouts given within 100 ms, as a burst of connections after a restart) and spread over
 //!   1 to 61 s. Ours reads the clock at each such poll (it hands an item out as soon as a
 //!   poll finds its exact deadline passed); tokio-util's reads none (it hands items out only
-//!   when its timer fires). A third row gives that clock read's price in the same run:
+//!   when its timer fires). A third system gives that clock read's price in the same run:
 //!   tokio-util's queue with one `Instant::now()` read before each poll, the least a queue
 //!   that reads the clock there can cost if it does the rest as cheaply as tokio-util's.
 //! - **peeks**: a loop that peeks at the next item and removes it, until the queue is empty
