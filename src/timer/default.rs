@@ -417,14 +417,22 @@ mod tests {
     /// holding the runtime's handle after the runtime is gone.
     #[test]
     fn a_default_timer_made_as_its_runtime_shuts_down_is_not_kept() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        // Counted here, not asserted in the destructor: Tokio catches a panic in a task's
+        // drop at shutdown, so an assertion there could never fail the test.
+        static LOOKED_UP: AtomicUsize = AtomicUsize::new(0);
+        static FOUND_SHUT_DOWN: AtomicUsize = AtomicUsize::new(0);
         struct LooksUpOnDrop(Handle);
         impl Drop for LooksUpOnDrop {
             fn drop(&mut self) {
                 let timer = current_timer(self.0.clone());
-                assert!(timer.is_shutdown(), "its runtime is shutting down");
+                if timer.is_shutdown() {
+                    FOUND_SHUT_DOWN.fetch_add(1, SeqCst);
+                }
+                LOOKED_UP.fetch_add(1, SeqCst);
             }
         }
-        for multi_thread in [true, false] {
+        for (runs, multi_thread) in [true, false].into_iter().enumerate() {
             let rt = runtime(multi_thread);
             let id = rt.handle().id();
             let on_drop = LooksUpOnDrop(rt.handle().clone());
@@ -433,6 +441,16 @@ mod tests {
                 std::future::pending::<()>().await;
             });
             drop(rt);
+            assert_eq!(
+                LOOKED_UP.load(SeqCst),
+                runs + 1,
+                "the task's drop looked its timer up, to the end"
+            );
+            assert_eq!(
+                FOUND_SHUT_DOWN.load(SeqCst),
+                runs + 1,
+                "a timer looked up as its runtime shuts down is shut down at once"
+            );
             assert!(
                 !registered(id),
                 "the registry keeps a dropped runtime's timer (and its handle)"
