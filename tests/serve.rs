@@ -255,17 +255,26 @@ async fn partial_head_is_cut_at_the_header_read_limit() {
     // From before the connect: the limit runs from the accept, which may come first.
     let start = Instant::now();
     let mut tcp = TcpStream::connect(addr).await.unwrap();
+    // A byte every 100 ms: the whole head takes 7.3 s, so a limit that each byte put off
+    // would not cut it before the trickle ends.
+    let head = b"GET / HTTP/1.1\r\nhost: x\r\nx-slow: 1234567890123456789012345678901234567890";
+    let mut sent = 0;
     let trickle = async {
-        for b in b"GET / HTTP/1.1\r\nhost: x\r\nx-slow: 1234567890123456789012345678901234567890" {
-            if tcp.write_all(&[*b]).await.is_err() {
+        for b in head {
+            if metrics.closed(CloseReason::HeaderRead) > 0 || tcp.write_all(&[*b]).await.is_err() {
                 break;
             }
-            tokio::time::sleep(ms(10)).await;
+            sent += 1;
+            tokio::time::sleep(ms(100)).await;
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(10), trickle).await;
     until_closed(&mut tcp).await;
     let took = start.elapsed();
+    assert!(
+        sent < head.len(),
+        "the whole head went out: the limit never cut it"
+    );
     assert!(took >= ms(150), "cut too early: {took:?}");
     assert!(took < Duration::from_secs(3), "cut too late: {took:?}");
     closed(&metrics, CloseReason::HeaderRead).await;
