@@ -16,6 +16,25 @@ use tokio_timing_wheel::time::{
 mod common;
 use common::ms;
 
+/// Each mirrored name is the wheel's item, not a re-export of Tokio's: these only compile if
+/// every type is the crate's own.
+#[test]
+fn the_mirrored_names_are_the_crates_own_items() {
+    use std::future::Ready;
+    use tokio_timing_wheel as wheel;
+    let _: fn(Sleep) -> wheel::Sleep = |s| s;
+    let _: fn(Timeout<Ready<()>>) -> wheel::Timeout<Ready<()>> = |t| t;
+    let _: fn(Interval) -> wheel::Interval = |i| i;
+    let _: fn(MissedTickBehavior) -> wheel::MissedTickBehavior = |b| b;
+    let _: fn(Elapsed) -> wheel::Elapsed = |e| e;
+    let _: fn(Duration) -> wheel::Sleep = sleep;
+    let _: fn(Instant) -> wheel::Sleep = sleep_until;
+    let _: fn(Duration, Ready<()>) -> wheel::Timeout<Ready<()>> = timeout;
+    let _: fn(Instant, Ready<()>) -> wheel::Timeout<Ready<()>> = timeout_at;
+    let _: fn(Duration) -> wheel::Interval = interval;
+    let _: fn(Instant, Duration) -> wheel::Interval = interval_at;
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_mirrored_names_are_the_wheels_timers() {
     let start = Instant::now();

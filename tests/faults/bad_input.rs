@@ -222,4 +222,6 @@ fn a_deadline_beyond_thirty_years_fires_without_spinning() {
         })
     });
     assert!(elapsed.0 >= elapsed.1, "never early: {elapsed:?}");
+    // And at its deadline, not at a later step of the driver's 30-year re-arms.
+    assert!(elapsed.0 <= elapsed.1 + ms(2), "late: {elapsed:?}");
 }
