@@ -533,7 +533,7 @@ fn cancel_racing_a_shutdown_is_true_only_for_tasks_it_stopped() {
                 })
             };
             // The shutdown lands among the registrations, once the first has been cancelled.
-            while started.load(SeqCst) == 0 {
+            while started.load(SeqCst) == 0 && !spawner.is_finished() {
                 tokio::task::yield_now().await;
             }
             timer.shutdown();
