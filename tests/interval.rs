@@ -5,7 +5,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -410,11 +410,13 @@ async fn an_interval_is_a_stream_of_tick_instants() {
 }
 
 /// Counts ticks and yields every fourth; on the others it returns `Pending`, waking itself
-/// only if `wake_on_pending` (Tokio's test of `poll_tick` with a self-waking stream).
+/// only if `wake_on_pending` (Tokio's test of `poll_tick` with a self-waking stream). Ends
+/// after its twelfth tick; `taken` tells how many ticks it took.
 struct IntervalStreamer {
     counter: u32,
     timer: Interval,
     wake_on_pending: bool,
+    taken: Arc<AtomicU32>,
 }
 
 impl Stream for IntervalStreamer {
@@ -429,6 +431,7 @@ impl Stream for IntervalStreamer {
             Poll::Pending => Poll::Pending,
             Poll::Ready(_) => {
                 this.counter += 1;
+                this.taken.store(this.counter, SeqCst);
                 if this.counter % 4 == 0 {
                     Poll::Ready(Some(this.counter))
                 } else {
@@ -442,14 +445,18 @@ impl Stream for IntervalStreamer {
     }
 }
 
-async fn stream_items(wake_on_pending: bool) -> Vec<u32> {
+/// The items of an [`IntervalStreamer`] of a 10 ms interval read for up to 150 ms, how many
+/// ticks it took, and whether the 150 ms ran out before it ended.
+async fn stream_items(wake_on_pending: bool) -> (Vec<u32>, u32, bool) {
+    let taken = Arc::new(AtomicU32::new(0));
     let stream = IntervalStreamer {
         counter: 0,
         timer: interval(ms(10)),
         wake_on_pending,
+        taken: taken.clone(),
     };
     let (tx, mut rx) = tokio::sync::mpsc::channel(12);
-    tokio::spawn(time::timeout(ms(150), async move {
+    let reader = tokio::spawn(time::timeout(ms(150), async move {
         tokio::pin!(stream);
         while let Some(item) = stream.next().await {
             tx.send(item).await.ok();
@@ -459,18 +466,22 @@ async fn stream_items(wake_on_pending: bool) -> Vec<u32> {
     while let Some(item) = rx.recv().await {
         items.push(item);
     }
-    items
+    let timed_out = reader.await.expect("the reading task panicked").is_err();
+    (items, taken.load(SeqCst), timed_out)
 }
 
 #[tokio::test(start_paused = true)]
 async fn poll_tick_in_a_self_waking_stream() {
-    assert_eq!(stream_items(true).await, [4, 8, 12]);
+    // Thirteen ticks (the last ends it) by 120 ms.
+    assert_eq!(stream_items(true).await, (vec![4, 8, 12], 13, false));
 }
 
 #[tokio::test(start_paused = true)]
 async fn poll_tick_does_not_wake_a_task_that_got_ready() {
-    // The stream returns Pending without asking to be woken after a Ready tick: it stalls.
-    assert_eq!(stream_items(false).await, Vec::<u32>::new());
+    // The stream returns Pending without asking to be woken after a Ready tick (its first):
+    // it stalls until the 150 ms run out, when the timeout polls it once more (its second
+    // tick). A wake in between would have made that a third.
+    assert_eq!(stream_items(false).await, (vec![], 2, true));
 }
 
 #[tokio::test(start_paused = true)]
