@@ -1203,6 +1203,12 @@ async fn polls_resets_and_budget_answer_as_tokios_sleep_does() {
     fresh!(sleep_wheel, sleep, 10 * MS);
     poll!(NoWorse, Spent, "first poll out of budget");
     wait!(NoWorse, 10 * MS, "deadline, first poll unbudgeted");
+    // Ours registered without a wake: its one wake is the deadline's.
+    assert_eq!(
+        r.woken(0),
+        1,
+        "the deadline woke the sleep registered out of budget"
+    );
     poll!(Same, Has, "polled at the deadline" => Ready(()));
 
     // A deadline passed before the first poll: `sleep_wheel_until` checks the clock as Tokio's

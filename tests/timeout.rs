@@ -641,6 +641,12 @@ async fn timeouts_answer_as_tokios_whatever_the_budget() {
     fresh!(ms(10), Inner::Pending);
     poll!(NoWorse, Spent, "pending: first poll out of budget");
     wait!(NoWorse, "pending: deadline, first poll unbudgeted");
+    // Ours registered without a wake: its one wake is the deadline's.
+    assert_eq!(
+        r.woken(0),
+        1,
+        "the deadline woke the timeout registered out of budget"
+    );
     poll!(Same, Has, "pending: due, polled" => ERR);
 
     fresh!(ms(10), after(3));

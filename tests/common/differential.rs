@@ -62,6 +62,11 @@ impl Referee {
         }
     }
 
+    /// How many times side `side`'s waker was woken since the referee was made.
+    pub(crate) fn woken(&self, side: usize) -> usize {
+        self.wakers[side].count()
+    }
+
     /// Judges a step by `rel`: its answers (none for a step that only waits), the wakes since
     /// the last step (counted after a yield, when Tokio delivers the wakes it deferred out of
     /// budget) and `is_elapsed` (none where there is none). Returns our answer.
