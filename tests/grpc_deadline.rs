@@ -316,9 +316,13 @@ async fn deadline_propagates_through_a_chain() {
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
     let seen = backend_seen.0.lock().unwrap();
-    let passed_on = seen[0].0.expect("the backend got no grpc-timeout");
+    let passed_on = seen
+        .first()
+        .expect("the relay never called the backend")
+        .0
+        .expect("the backend got no grpc-timeout");
     assert!(
-        passed_on <= ms(200) && passed_on > ms(50),
+        passed_on <= ms(200) && passed_on > ms(10),
         "the backend was given {passed_on:?}, not what was left of 300 ms after 100"
     );
 }

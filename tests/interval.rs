@@ -410,8 +410,9 @@ async fn an_interval_is_a_stream_of_tick_instants() {
 }
 
 /// Counts ticks and yields every fourth; on the others it returns `Pending`, waking itself
-/// only if `wake_on_pending` (Tokio's test of `poll_tick` with a self-waking stream). Ends
-/// after its twelfth tick; `taken` tells how many ticks it took.
+/// only if `wake_on_pending` (Tokio's test of `poll_tick` with a self-waking stream). Yields
+/// its last item at its twelfth tick and ends at the poll after the next; `taken` tells how
+/// many ticks it took.
 struct IntervalStreamer {
     counter: u32,
     timer: Interval,

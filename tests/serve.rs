@@ -752,7 +752,7 @@ async fn http2_idle_connection_gets_keep_alive_not_header_read() {
 /// nor cuts the connection under it.
 #[tokio::test]
 async fn http2_keep_alive_waits_for_a_response_held_by_flow_control() {
-    let s = server().await.keep_alive_timeout(ms(150));
+    let s = server().await.keep_alive_timeout(ms(300));
     let (addr, metrics, task) = start(s);
     let tcp = TcpStream::connect(addr).await.unwrap();
     let (mut send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
@@ -783,7 +783,7 @@ async fn http2_keep_alive_waits_for_a_response_held_by_flow_control() {
     });
     // Well past the keep-alive limit, the response still going out: not drained, the
     // connection takes a new stream (a drain's GOAWAY would refuse it).
-    tokio::time::sleep(ms(400)).await;
+    tokio::time::sleep(ms(700)).await;
     let another = Request::get("http://x/")
         .body(Empty::<Bytes>::new())
         .unwrap();
@@ -792,7 +792,10 @@ async fn http2_keep_alive_waits_for_a_response_held_by_flow_control() {
         .expect("no answer to a new stream")
         .unwrap_or_else(|e| panic!("a new stream refused under the response: {e}; {metrics:?}"));
     assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
-    let got = reader.await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), reader)
+        .await
+        .expect("the slow reader never finished")
+        .unwrap();
     assert_eq!(got, Ok(512 << 10), "{metrics:?}");
     drop(send);
     let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;

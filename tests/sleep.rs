@@ -1202,6 +1202,7 @@ async fn polls_resets_and_budget_answer_as_tokios_sleep_does() {
     // on its next poll. Both are ready at the deadline.
     fresh!(sleep_wheel, sleep, 10 * MS);
     poll!(NoWorse, Spent, "first poll out of budget");
+    assert_eq!(r.woken(0), 0, "registered out of budget without a wake");
     wait!(NoWorse, 10 * MS, "deadline, first poll unbudgeted");
     // Ours registered without a wake: its one wake is the deadline's.
     assert_eq!(

@@ -640,6 +640,7 @@ async fn timeouts_answer_as_tokios_whatever_the_budget() {
     poll!(Same, Has, "pending: due" => ERR);
     fresh!(ms(10), Inner::Pending);
     poll!(NoWorse, Spent, "pending: first poll out of budget");
+    assert_eq!(r.woken(0), 0, "registered out of budget without a wake");
     wait!(NoWorse, "pending: deadline, first poll unbudgeted");
     // Ours registered without a wake: its one wake is the deadline's.
     assert_eq!(

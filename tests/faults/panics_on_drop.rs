@@ -158,6 +158,8 @@ fn an_untaken_output_panicking_in_the_spawned_task_is_contained_and_logged() {
         tokio::time::sleep(ms(10)).await;
         crate::common::settle().await;
         assert_eq!(timer.pending(), 0);
+        // And the timer goes on.
+        assert_eq!(timer.spawn_after(ms(5), async { 2 }).await.unwrap(), 2);
     });
     assert_eq!(
         log.count("output panicked"),
