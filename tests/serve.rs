@@ -478,11 +478,16 @@ async fn a_client_that_never_reads_is_cut_at_the_idle_limit() {
         .idle_timeout(ms(200))
         .keep_alive_timeout(Duration::from_secs(30));
     let (addr, metrics, task) = start(s);
+    let start = Instant::now();
     let mut tcp = TcpStream::connect(addr).await.unwrap();
     tcp.write_all(b"GET /endless HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
     closed(&metrics, CloseReason::Idle).await;
+    // At the limit once the socket's buffers are full: well under a second, not at the
+    // helper's 10 s.
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(3), "cut after {took:?}");
     assert_eq!(metrics.active(), 0);
     drop(tcp);
     task.abort();
@@ -669,6 +674,10 @@ async fn a_silent_client_is_cut_at_the_idle_limit() {
     until_closed(&mut tcp).await;
     let took = start.elapsed();
     assert!(took >= ms(100), "{took:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "cut long after the limit: {took:?}"
+    );
     closed(&metrics, CloseReason::Idle).await;
     task.abort();
 }
