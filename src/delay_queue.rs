@@ -64,7 +64,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
-use crate::clock::{deadline_after, far_future, Clock};
+use crate::clock::{deadline_after, Clock};
 use crate::driver::shard::Shard;
 use crate::error::TimerError;
 use crate::fallback::TokioSleep;
@@ -997,8 +997,8 @@ impl<T> DelayQueue<T> {
         if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             self.waker = Some(cx.waker().clone());
         }
-        // Set when the alarm went off in this poll (for a deadline before the far future).
-        let mut went_off = false;
+        // The instant of the alarm that went off in this poll, if one did.
+        let mut went_off = None;
         // The queue as the last wait left it (the first deadline is the one the alarm is set
         // for) and the clock short of that deadline: nothing can be due, and the alarm tells
         // whether to look again. One clock reading and no wheel work, for the polls a task
@@ -1009,7 +1009,7 @@ impl<T> DelayQueue<T> {
                 if self.poll_alarm(at, cx).is_pending() {
                     return Poll::Pending;
                 }
-                went_off = at < far_future(now);
+                went_off = Some(at);
             }
         }
         loop {
@@ -1027,12 +1027,13 @@ impl<T> DelayQueue<T> {
                     return Poll::Ready(Some(item));
                 }
             }
-            if went_off {
-                // The alarm went off for the first item's deadline, yet the clock this queue
-                // reads (the current runtime's) has not reached it: possible only where
-                // runtimes keep paused clocks of their own (Tokio's `test-util`), with the
-                // alarm's timer on another runtime, whose clock is ahead. Wait by the queue's
-                // clock from now on, on the current runtime's Tokio timer, rather than spin.
+            if went_off.is_some_and(|at| now < at) {
+                // The alarm went off, yet the clock this queue reads (the current runtime's)
+                // has not reached its instant: possible only where runtimes keep paused
+                // clocks of their own (Tokio's `test-util`), with the alarm's timer on another
+                // runtime, whose clock is ahead. Wait by the queue's clock from now on, on the
+                // current runtime's Tokio timer, rather than spin. (That covers an alarm
+                // clamped to the far future too, for a first item farther away still.)
                 self.wait_here();
             }
             // Nothing is due: wait for the first item's exact deadline, not the start of its
@@ -1067,7 +1068,7 @@ impl<T> DelayQueue<T> {
             }
             // (An alarm for the far future, `at` clamped short of the first deadline, may go
             // off before it, and the loop then simply waits again.)
-            went_off = at < far_future(now);
+            went_off = Some(at);
         }
     }
 

@@ -1096,19 +1096,28 @@ async fn an_item_left_due_does_not_overtake_an_earlier_deadline_inserted_since()
 /// on a runtime whose clock is an hour ahead of the one it is polled on sees its alarm go off
 /// at once, long before its item is due by the clock it reads: it then waits on the current
 /// runtime's Tokio timer, rather than spin (the poll looped for ever), and hands the item out
-/// on time by that clock. The same for a queue that holds its slot (`try_delay_queue`).
+/// on time by that clock. The same for a queue that holds its slot (`try_delay_queue`), and
+/// for a first item beyond the far future (30 years), whose alarm is set short of it, with
+/// the timer's clock past that alarm too (that alarm's going off was taken for an early
+/// alarm of the same clock, and the poll spun).
 #[test]
 fn an_alarm_on_a_clock_ahead_of_the_queues_neither_spins_nor_hands_out_early() {
+    const YEAR: u64 = 365 * 86_400;
     for reserved in [false, true] {
-        alarm_on_a_clock_ahead(reserved);
+        alarm_on_a_clock_ahead(reserved, Duration::from_secs(3600), ms(300));
+        alarm_on_a_clock_ahead(
+            reserved,
+            Duration::from_secs(31 * YEAR),
+            Duration::from_secs(35 * YEAR),
+        );
     }
 }
 
-fn alarm_on_a_clock_ahead(reserved: bool) {
+fn alarm_on_a_clock_ahead(reserved: bool, ahead_by: Duration, after: Duration) {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let ahead = paused_runtime();
-        ahead.block_on(time::advance(Duration::from_secs(3600)));
+        ahead.block_on(time::advance(ahead_by));
         let timer = ahead.block_on(async { Timer::builder().build().unwrap() });
         let polled = paused_runtime();
         let waited = polled.block_on(async {
@@ -1118,7 +1127,7 @@ fn alarm_on_a_clock_ahead(reserved: bool) {
                 timer.delay_queue()
             };
             let start = Instant::now();
-            q.insert("a", ms(300));
+            q.insert("a", after);
             assert_eq!(q.next().await.unwrap().into_inner(), "a");
             // Moved to Tokio's timer, the queue (still alive) holds no slot of the timer's.
             assert_eq!(timer.pending(), 0, "reserved {reserved}: a slot still held");
@@ -1128,8 +1137,10 @@ fn alarm_on_a_clock_ahead(reserved: bool) {
     });
     let waited = rx
         .recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("reserved {reserved}: the queue's poll spun or hung"));
-    assert_eq!(waited, ms(300), "reserved {reserved}: on time by its clock");
+        .unwrap_or_else(|_| {
+            panic!("reserved {reserved}, {after:?}: the queue's poll spun or hung")
+        });
+    assert_eq!(waited, after, "reserved {reserved}: on time by its clock");
 }
 
 /// After an idle spell the timer's wheel time is that of its last pass, so the queue's
