@@ -456,7 +456,12 @@ pub(crate) async fn run<S, B>(
         })
         .await;
         match event {
+            // hyper ends an HTTP/1 connection whose read fails between requests as if the
+            // client had closed it: a close the idle limit made may end `Ok` too.
             Event::Done(Ok(())) => {
+                if shared.idle_timed_out.load(Ordering::Relaxed) {
+                    break CloseReason::Idle;
+                }
                 break drain.map_or(CloseReason::Completed, |d| d.cause);
             }
             Event::Done(Err(e)) => {
