@@ -162,21 +162,26 @@ async fn self_test(addr: SocketAddr, metrics: &ServeMetrics) -> Result<(), Strin
     )
     .await
     .map_err(io)?;
+    let took = start.elapsed();
     check(
-        status == 408 && start.elapsed() < l.slow,
+        status == 408 && took >= l.request && took < l.slow,
         format!(
-            "GET /slow answered {status} after {:?} (request timeout {:?})",
-            start.elapsed(),
+            "GET /slow answered {status} after {took:?} (request timeout {:?})",
             l.request
         ),
     )?;
 
-    // Keep-alive: answered, then idle; closed at the keep-alive limit, not the header-read one.
+    // Keep-alive: answered, then idle; closed at the keep-alive limit, not the header-read one
+    // nor the idle one (the limit counts from the response's last write, a little before the
+    // client's read ends).
     let (status, idle) = exchange(&mut connect().await?, b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .map_err(io)?;
     check(
-        status == 200 && idle >= l.keep_alive - Duration::from_millis(50),
+        status == 200
+            && idle >= l.keep_alive - Duration::from_millis(50)
+            && idle < l.idle
+            && metrics.closed(CloseReason::KeepAlive) == 1,
         format!(
             "idle keep-alive connection closed after {idle:?} (keep-alive {:?}, header-read {:?})",
             l.keep_alive, l.header_read
@@ -197,7 +202,7 @@ async fn self_test(addr: SocketAddr, metrics: &ServeMetrics) -> Result<(), Strin
     let _ = tokio::time::timeout(Duration::from_secs(10), trickle).await;
     let cut = start.elapsed();
     check(
-        cut < l.keep_alive && metrics.closed(CloseReason::HeaderRead) >= 1,
+        cut >= l.header_read && cut < l.keep_alive && metrics.closed(CloseReason::HeaderRead) >= 1,
         format!(
             "slowloris head cut after {cut:?} (header-read {:?})",
             l.header_read
@@ -209,14 +214,16 @@ async fn self_test(addr: SocketAddr, metrics: &ServeMetrics) -> Result<(), Strin
     tcp.write_all(b"GET /big HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .map_err(io)?;
-    let until = Instant::now() + Duration::from_secs(10);
+    let start = Instant::now();
+    let until = start + Duration::from_secs(10);
     while metrics.closed(CloseReason::Idle) == 0 && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let cut = start.elapsed();
     check(
-        metrics.closed(CloseReason::Idle) == 1,
+        metrics.closed(CloseReason::Idle) == 1 && cut >= l.idle,
         format!(
-            "a client that never reads was cut at the idle limit ({:?}): {metrics:?}",
+            "a client that never reads was cut after {cut:?} at the idle limit ({:?}): {metrics:?}",
             l.idle
         ),
     )?;

@@ -15,7 +15,8 @@
 //!   closed (its task stops);
 //! - prints a summary: heartbeats and how late they ticked (never early), requests, idle
 //!   connections closed (none before 500 ms without a request), and what the timer did, and
-//!   asserts that nothing came early and every connection is accounted for.
+//!   asserts that nothing came early, every connection is accounted for, and every one that
+//!   fell silent was closed.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -49,6 +50,12 @@ struct Stats {
     requests: AtomicU64,
 }
 
+/// Whether connection `id` falls silent (a quarter of them do): its last request comes
+/// within 2 s of its start, so its idle deadline passes within 2.5 s, inside the run.
+fn falls_silent(id: usize) -> bool {
+    id % 4 == 0
+}
+
 /// One connection: heartbeats until it is closed; requests until it falls silent.
 async fn connection(
     id: usize,
@@ -58,7 +65,7 @@ async fn connection(
 ) {
     let mut seed = (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     // A quarter of the connections fall silent after 0.5 to 2 s; the others stay active.
-    let silent_after = if id % 4 == 0 {
+    let silent_after = if falls_silent(id) {
         Duration::from_millis(500 + rand(&mut seed) % 1500)
     } else {
         Duration::MAX
@@ -123,6 +130,7 @@ async fn run(n: usize) {
                 })
                 .collect();
             let (mut resets, mut reaped, mut early) = (0u64, 0u64, 0u64);
+            let mut silent_reaped = 0u64;
             let deadline = sleep_wheel(RUN);
             tokio::pin!(deadline);
             loop {
@@ -139,6 +147,7 @@ async fn run(n: usize) {
                         let (_, last) = conns.remove(&id).expect("an open connection");
                         closed[id].store(true, Relaxed);
                         reaped += 1;
+                        silent_reaped += u64::from(falls_silent(id));
                         // Never before IDLE has passed since the last request seen.
                         if last.elapsed() < IDLE {
                             early += 1;
@@ -147,7 +156,7 @@ async fn run(n: usize) {
                     _ = &mut deadline => break,
                 }
             }
-            (resets, reaped, early, idle.len())
+            (resets, reaped, silent_reaped, early, idle.len())
         })
     };
 
@@ -162,7 +171,7 @@ async fn run(n: usize) {
         })
         .collect();
     drop(tx);
-    let (resets, reaped, reaped_early, still_open) = reaper.await.expect("reaper");
+    let (resets, reaped, silent_reaped, reaped_early, still_open) = reaper.await.expect("reaper");
     for c in &closed {
         c.store(true, Relaxed);
     }
@@ -192,6 +201,11 @@ async fn run(n: usize) {
     row("requests:", stats.requests.load(Relaxed).to_string());
     row("idle deadlines reset:", resets.to_string());
     row("idle connections closed (about n/4):", reaped.to_string());
+    let silent = (0..n).filter(|&id| falls_silent(id)).count() as u64;
+    row(
+        "of the connections that fell silent, closed:",
+        format!("{silent_reaped} of {silent}"),
+    );
     row(
         "closed before idle long enough (expected 0):",
         reaped_early.to_string(),
@@ -208,5 +222,11 @@ async fn run(n: usize) {
         reaped + still_open as u64,
         n as u64,
         "every connection accounted for"
+    );
+    // Each went silent within 2 s and was idle by 2.5 s: all closed within the 3 s run (a
+    // queue that never hands an item out fails here, not above).
+    assert_eq!(
+        silent_reaped, silent,
+        "every connection that fell silent was closed"
     );
 }

@@ -11,10 +11,12 @@
 //!   fast ones register and cancel a timer and the slow ones time out;
 //! - keeps 1000 simulated connections alive with heartbeats: each is a delayed task that
 //!   re-arms itself every 50 ms (`spawn_after`), until the load is over;
-//! - watches the connections with idle timers (`sleep_wheel`, `reset` on each of ten bursts
-//!   of activity 20 ms apart, expiring after 250 ms without one);
+//! - watches the connections with idle timers (`sleep_wheel`, `reset` on each of 25 bursts
+//!   of activity 20 ms apart, expiring after 250 ms without one: 500 ms of activity, so an
+//!   idle timer whose reset did nothing would expire);
 //! - prints a summary: outcomes, how late the timeouts fired (never early), heartbeats,
-//!   and what the wheel did (firing passes, cascades).
+//!   and what the wheel did (firing passes, cascades), and asserts that every request is
+//!   accounted for, no timeout fired early, no idle timer expired, and the heartbeats ran.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -28,6 +30,8 @@ const HEARTBEAT: Duration = Duration::from_millis(50);
 const CONNECTIONS: usize = 1000;
 const ACTIVITY: Duration = Duration::from_millis(20);
 const IDLE: Duration = Duration::from_millis(250);
+/// Bursts of activity per connection: `BURSTS * ACTIVITY` is twice `IDLE`.
+const BURSTS: u32 = 25;
 
 /// A tiny deterministic PRNG (xorshift64*), so runs are comparable.
 fn rand(state: &mut u64) -> u64 {
@@ -111,13 +115,13 @@ async fn run(n: usize) {
     }
 
     // Idle detection: each connection has an idle timer that its activity pushes back. The
-    // timer is polled (registered in the wheel) and reset ten times; it expires only if the
-    // connection looks idle for IDLE, which its activity every ACTIVITY never allows.
+    // timer is polled (registered in the wheel) and reset BURSTS times; it expires only if
+    // the connection looks idle for IDLE, which its activity every ACTIVITY never allows.
     let idle_watch: Vec<_> = (0..CONNECTIONS)
         .map(|_| {
             tokio::spawn(async {
                 let mut idle = sleep_wheel(IDLE); // `Unpin`: no `Box::pin` needed
-                for _ in 0..10 {
+                for _ in 0..BURSTS {
                     tokio::select! {
                         // Activity first: on a runtime too busy to poll this task for longer
                         // than IDLE, both are ready, and the connection was active.
@@ -146,11 +150,12 @@ async fn run(n: usize) {
         r.await.expect("request task");
     }
     let load_time = wall.elapsed();
-    running.store(false, Relaxed);
     let mut idle_expired = 0;
     for watch in idle_watch {
         idle_expired += usize::from(watch.await.expect("idle watcher"));
     }
+    // The heartbeats ran at least as long as the idle watchers' activity (500 ms).
+    running.store(false, Relaxed);
     // Let the last heartbeats see `running == false`.
     sleep_wheel(HEARTBEAT * 2).await;
 
@@ -190,4 +195,14 @@ async fn run(n: usize) {
     );
     assert_eq!(ok + timed_out, n as u64, "every request accounted for");
     assert_eq!(stats.early.load(Relaxed), 0, "no timeout fired early");
+    assert_eq!(
+        idle_expired, 0,
+        "no idle timer expired: each reset moved it"
+    );
+    // 500 ms or more at one beat per 50 ms: ten a connection on time, two even if the
+    // runtime starts them 400 ms late.
+    assert!(
+        stats.heartbeats.load(Relaxed) >= 2 * CONNECTIONS as u64,
+        "the heartbeats re-armed themselves"
+    );
 }
