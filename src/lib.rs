@@ -196,7 +196,7 @@
 //!   behind its own mutex. A thread always registers into the same shard, so workers
 //!   registering and cancelling at high rates do not contend with each other; a future
 //!   remembers its shard and cancels there. This is what Tokio's single driver lock
-//!   (tokio#6504, #7226) cannot do. On a busy timer a cancel from another thread (work
+//!   (tokio#6504, tokio#7226) cannot do. On a busy timer a cancel from another thread (work
 //!   stealing moved the future to another worker) hands its key to the shard's inbox rather
 //!   than take the lock and write the wheel lines the shard's own worker is writing, as does
 //!   a cancel that finds the lock taken; whoever takes the lock next, the shard's worker
