@@ -11,7 +11,7 @@ use super::entry::WakerId;
 use super::{panicked, wake_all, Driver, FireReport, Wakers, BATCH};
 use crate::error::TimerError;
 use crate::loom::{lock, try_lock, AtomicU64, AtomicUsize, Mutex, MutexGuard};
-use crate::wheel::{Key, Persistence, Persistent, Step, Wheel};
+use crate::wheel::{self, Key, Persistence, Persistent, Step, Wheel};
 
 /// A wheel of wakers behind a lock, and the driver that fires it.
 ///
@@ -267,7 +267,7 @@ impl Shard {
                 drop(wheel);
                 self.driver.release(1);
                 return Err(TimerError::Full {
-                    max_pending: u32::MAX as usize - 1,
+                    max_pending: wheel::CAPACITY,
                 });
             }
         };

@@ -5,6 +5,9 @@ use slab::Slab;
 /// Slab index meaning "no entry" at the end of a list.
 pub(crate) const NIL: u32 = u32::MAX;
 
+/// The most entries a wheel holds: every index below [`NIL`].
+pub(crate) const CAPACITY: usize = NIL as usize;
+
 /// Bucket id of the list of entries that are already due but not yet handed out.
 pub(crate) const DUE: u32 = u32::MAX;
 

@@ -47,8 +47,8 @@ use std::marker::PhantomData;
 use slab::Slab;
 
 use self::bucket_heap::BucketHeap;
-pub(crate) use self::entry::Key;
 use self::entry::{Entry, List, DUE, IMMINENT, NIL, PARKED, STAGED};
+pub(crate) use self::entry::{Key, CAPACITY};
 use self::imminent::Imminent;
 pub(crate) use self::level::MAX_WHEEL_SIZE;
 use self::level::{bucket_id, split, Geometry, Level};
@@ -287,7 +287,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         persistent: bool,
         timeout: bool,
     ) -> Result<Key, Full<T>> {
-        if self.entries.len() >= NIL as usize {
+        if self.entries.len() >= CAPACITY {
             return Err(Full(value));
         }
         let key = self.file_new(deadline, value, persistent, timeout);
@@ -332,7 +332,7 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         persistent: bool,
         timeout: bool,
     ) -> Result<Key, Full<T>> {
-        if self.entries.len() >= NIL as usize {
+        if self.entries.len() >= CAPACITY {
             return Err(Full(value));
         }
         let stage = self.before_filing(deadline, persistent);
