@@ -231,7 +231,10 @@
 //!   task of another runtime (a current-thread runtime's, a `LocalSet`'s, a blocking task)
 //!   that dropped this runtime's sleeps may keep, after this runtime is dropped, its
 //!   drained timer and its handle until its thread next holds a reference back, or ends, as
-//!   the per-thread cache of the default timer last looked up may too.
+//!   the per-thread caches of the default timer may too: the one last looked up, and, on a
+//!   thread where a task entered another multi-thread runtime (`block_on` inside
+//!   `spawn_blocking` or `block_in_place`), up to 64 entries of the per-task cache, each until
+//!   a later task's lookup on that thread takes its place.
 //! - **Delayed tasks** wait inside the wheel, not as Tokio tasks: the wheel entry's waker is
 //!   the task cell, and firing it spawns the future. Cancellation is one compare-and-swap plus
 //!   an O(1) removal that frees the future at once.
