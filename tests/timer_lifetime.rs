@@ -461,3 +461,64 @@ fn a_tracing_subscriber_may_use_the_default_timer() {
     });
     assert!(events > 0, "the subscriber saw the crate's events");
 }
+
+/// Runs its closure when dropped: as a thread-local, as its thread exits.
+struct AtExit(Option<Box<dyn FnOnce()>>);
+
+impl Drop for AtExit {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+thread_local! {
+    static AT_EXIT: std::cell::RefCell<Option<AtExit>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A timer whose alarm is first set from a thread whose Tokio context is already destroyed
+/// (a sleep first polled in a thread-local's destructor as its thread exits) cannot make its
+/// Tokio sleep there: it sets it from its runtime instead, and goes on. Before, Tokio's panic
+/// there was taken for the runtime refusing timers, and the whole timer shut down.
+#[test]
+fn a_timer_first_armed_as_a_thread_exits_goes_on() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    // Made here: with Tokio's `test-util`, once any runtime of the process has paused its
+    // clock, reading the clock where Tokio's context is destroyed panics (the sleep's first
+    // poll reads the timer's clock its own way).
+    let sleep = {
+        let _entered = rt.enter();
+        timer.sleep(ms(50))
+    };
+    let deadline = sleep.deadline();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        // Stored before Tokio's context is first used on this thread: thread-locals are
+        // destroyed in the reverse order, so this runs after the context is gone.
+        let at_exit = AtExit(Some(Box::new(move || {
+            let mut sleep = task::spawn(sleep);
+            assert_pending!(sleep.poll()); // registered: the timer's first alarm
+            let _ = tx.send(sleep.into_inner());
+        })));
+        AT_EXIT.with(|slot| *slot.borrow_mut() = Some(at_exit));
+        let _ = tokio::runtime::Handle::try_current();
+    })
+    .join()
+    .expect("the thread ends without a panic");
+    let sleep = rx.recv().expect("the destructor ran");
+    assert!(!timer.is_shutdown(), "the timer goes on");
+    let woke = rt.block_on(async move {
+        tokio::time::timeout(Duration::from_secs(10), sleep)
+            .await
+            .map(|()| Instant::now())
+    });
+    let woke = woke.expect("the sleep completes");
+    assert!(woke >= deadline, "never early");
+    assert!(!timer.is_shutdown(), "the timer goes on");
+}

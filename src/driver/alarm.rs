@@ -42,6 +42,10 @@ pub(crate) enum Set {
     /// contained; the caller must shut the timer down (and log it, after the alarm's lock: a
     /// tracing subscriber is user code).
     Refused,
+    /// Not set: a new sleep must be made inside the runtime's context, and this thread's is
+    /// already destroyed (its thread-locals are being dropped as it exits). The caller must
+    /// have it set from the runtime (a task there that wakes the driver).
+    NoContext,
 }
 
 #[cfg(not(loom))]
@@ -75,6 +79,10 @@ impl Alarm {
             // filed already due while the pass made for the same wheel time ran): Tokio fires
             // it only at its next millisecond, so the caller passes now, as below.
             return if due { Set::Due } else { Set::Waiting };
+        }
+        if self.sleep.is_none() && no_context_here() {
+            // Entering the runtime would panic (and be taken for a refusal below).
+            return Set::NoContext;
         }
         let slot = &mut self.sleep;
         // Tokio's sleep is its code, not ours: it panics when its runtime refuses timers.
@@ -150,6 +158,13 @@ impl Alarm {
         self.set_for
             .filter(|_| self.sleep.as_ref().is_some_and(|s| !s.is_elapsed()))
     }
+}
+
+/// Whether this thread's Tokio context is destroyed (its thread-locals are being dropped as
+/// it exits), so that no runtime can be entered here.
+#[cfg(not(loom))]
+fn no_context_here() -> bool {
+    matches!(Handle::try_current(), Err(e) if e.is_thread_local_destroyed())
 }
 
 /// Under loom the alarm only records the time it is set for: the models drive "Tokio fires the

@@ -466,6 +466,13 @@ impl Driver {
                 tracing::debug!("Tokio refused the timer's alarm: its runtime is shutting down");
                 self.on_runtime_gone();
             }
+            // A thread exiting, its Tokio context gone: a task of the runtime wakes the driver
+            // there, where the pass it makes sets the alarm. (A runtime shutting down drops
+            // the task, and shuts the timer down itself.)
+            Set::NoContext => {
+                let waker = self.waker.clone();
+                drop(self.runtime.spawn(async move { waker.wake() }));
+            }
         }
     }
 
