@@ -360,6 +360,9 @@ impl Driver {
             .fetch_update(AcqRel, Relaxed, |n| (n < max).then_some(n + 1))
         {
             Ok(_) => Ok(()),
+            // Full as it shuts down (its flag set, its drain not yet done giving the slots
+            // back): the shutdown is the answer that lasts.
+            Err(_) if self.is_shutdown() => Err(TimerError::Shutdown),
             Err(_) => {
                 tracing::debug!(max_pending = max, "timer full: registration rejected");
                 Err(TimerError::Full { max_pending: max })
