@@ -16,6 +16,14 @@ pub(crate) struct Naive {
 }
 
 impl Naive {
+    /// Drops every entry; the time stays.
+    pub(crate) fn clear(&mut self) {
+        *self = Naive {
+            now: self.now,
+            ..Naive::default()
+        };
+    }
+
     pub(crate) fn insert(&mut self, id: u64, deadline: u64) {
         self.by_deadline.insert((deadline, id), ());
         self.deadline_of.insert(id, deadline);

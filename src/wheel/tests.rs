@@ -620,6 +620,9 @@ enum Op {
     },
     /// Asks `next_deadline`, the exact earliest deadline a `DelayQueue` waits for.
     NextDeadline,
+    /// Drops every entry, keeping the wheel's time and memory (`DelayQueue::clear`): every
+    /// key handed out before goes stale, and the wheel takes new entries after.
+    Clear,
     /// Asks `next_expiration`, as a driver arming for it, then passes (as [`Op::Pass`]) to
     /// the answer with the given budget.
     DriveNext(usize),
@@ -757,6 +760,7 @@ fn rare_op() -> impl Strategy<Value = Op> {
                 budget,
             }),
         2 => Just(Op::NextDeadline),
+        1 => Just(Op::Clear),
     ]
 }
 
@@ -832,7 +836,11 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
             wheel.stage_recent();
             wheel.relink_later();
         }
-        Mode::OrderedDue => wheel.order_due(),
+        // As a `DelayQueue`'s wheel: its slab's slots are reused at once, whatever its size.
+        Mode::OrderedDue => {
+            wheel.order_due();
+            wheel.keep_capacity();
+        }
     }
     let mut model = Naive::default();
     let mut keys: Vec<(Key, u64)> = Vec::new();
@@ -1128,6 +1136,14 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     let deadline = wheel.now().saturating_add(ahead).saturating_sub(ago);
                     assert!(wheel.reschedule(key, deadline));
                     assert!(model.reschedule(id, deadline));
+                }
+            }
+            Op::Clear => {
+                wheel.clear();
+                model.clear();
+                unordered = false;
+                for &(key, _) in &keys {
+                    assert!(!wheel.contains(key), "a key left valid by clear");
                 }
             }
             Op::NextDeadline => {
@@ -1521,7 +1537,7 @@ proptest! {
     /// `u64::MAX`, and passes to each `next_expiration` answer, as a driver makes them.
     #[test]
     fn boundaries_extreme_ticks_and_driven_passes_match_the_model(
-        size in prop_oneof![Just(2usize), Just(8), Just(32), Just(64), Just(128), Just(512), Just(1 << 11)],
+        size in prop_oneof![Just(2usize), Just(8), Just(32), Just(64), Just(128), Just(512), Just(1 << 11), Just(1 << 14), Just(1 << 16)],
         tick in prop_oneof![Just(1u64), Just(7), Just(1 << 20), Just(1_000_000), Just(u64::MAX), Just(u64::MAX - 1), Just(1 << 63), Just((1 << 63) + 1), any::<u64>().prop_map(|t| t.max(1))],
         mode in prop_oneof![Just(Mode::Plain), Just(Mode::Staging), Just(Mode::OrderedDue)],
         ops in proptest::collection::vec(boundary_op(), 1..200),
