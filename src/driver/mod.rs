@@ -436,7 +436,9 @@ impl Driver {
     fn rearm(&self) {
         let at = self.arm.armed();
         let (instant, due) = if at == u64::MAX {
-            (Instant::now(), false) // the instant is unused
+            // The instant is unused (and reading the clock could panic where Tokio's context
+            // is destroyed, with a paused clock in the process).
+            (self.clock.at_units(0), false)
         } else {
             let now = self.now();
             let instant = self.clock.units_to_instant(at, now);
