@@ -124,7 +124,8 @@ async fn run(n: usize) {
                 for _ in 0..BURSTS {
                     tokio::select! {
                         // Activity first: on a runtime too busy to poll this task for longer
-                        // than IDLE, both are ready, and the connection was active.
+                        // than IDLE, the firing passes that run meanwhile fire the activity
+                        // sleep too, and the connection was active.
                         biased;
                         () = sleep_wheel(ACTIVITY) => {
                             std::pin::Pin::new(&mut idle).reset(Instant::now() + IDLE);

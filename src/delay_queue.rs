@@ -39,7 +39,8 @@
 //!   item reset later or removed, once the queue has been polled since. Until that poll the
 //!   queue's alarm stays where it was: a queue left unpolled wakes its task once at the old
 //!   deadline of the item it waited for, with nothing due (tokio-util's moves its timer at
-//!   the reset or removal, and wakes nobody then);
+//!   the reset or removal, which wakes the task then if the wheel slot it waits on next has
+//!   already begun);
 //! - handing out an item allocates nothing (tokio-util boxes a new `Sleep` at each pass);
 //! - a poll that finds nothing due reads the clock, to hand out an item whose exact deadline
 //!   has passed before the queue's timer fires: one clock reading and a look at the alarm
@@ -942,9 +943,10 @@ impl<T> DelayQueue<T> {
     /// Items already due come out without a clock read each: a burst of expired items costs
     /// one wheel step per item, and allocates nothing. Each item spends a unit of the task's
     /// cooperative budget, as a Tokio `Sleep` that completes does (tokio-util's queue spends
-    /// none per item): out of budget, a queue with items answers `Pending` and wakes the task
-    /// for its next turn, so a long burst yields to the worker's other tasks. An empty queue
-    /// answers `Ready(None)` whatever the budget.
+    /// one, through the Tokio sleep it polls, for an item that comes out of its wheel, and
+    /// none for one inserted already due): out of budget, a queue with items answers
+    /// `Pending` and wakes the task for its next turn, so a long burst yields to the worker's
+    /// other tasks. An empty queue answers `Ready(None)` whatever the budget.
     ///
     /// A poll that finds nothing due, as a task makes at every wake (a `select!` over the
     /// queue and a channel), reads the clock once and does no work in the queue's wheel while
@@ -983,8 +985,9 @@ impl<T> DelayQueue<T> {
             // Nothing to hand out: `Ready(None)` whatever the budget, as tokio-util's.
             return self.poll_expired_inner(cx);
         }
-        // One unit of the task's cooperative budget per item (tokio-util's queue spends none):
-        // draining a burst of expired items yields to the worker's other tasks.
+        // One unit of the task's cooperative budget per item (tokio-util's spends one through
+        // its sleep, for an item out of its wheel): a burst of expired items yields to the
+        // worker's other tasks.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
         let poll = self.poll_expired_inner(cx);
         if poll.is_ready() {

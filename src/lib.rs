@@ -52,8 +52,8 @@
 //! timer whose deadline falls between two of Tokio's 1 ms ticks may complete up to a tick
 //! earlier than Tokio's would (never before its deadline); and moving the `DelayQueue` item
 //! the task waits for to a later deadline, or removing it, moves the queue's timer on its next
-//! poll rather than at once: the move wakes nothing (tokio-util's wakes the task when the new
-//! deadline leaves the wheel slot it waited on, and one of its tests asserts that wake), and
+//! poll rather than at once: the move wakes nothing (tokio-util's wakes the task if the wheel
+//! slot it waits on next has already begun, and one of its tests asserts that wake), and
 //! a queue not polled before the old deadline wakes its task once then with nothing due,
 //! where tokio-util's does not. The [`time`] module's docs hold
 //! the migration table: each tokio, tokio-util, hyper-util, tower, tower-http, axum and
