@@ -523,7 +523,10 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// The time at which [`poll`](Self::poll) next has work to hand out: the earliest first
     /// deadline of the buckets that expire before it (see `bucket_wake`) or imminent
     /// deadline, or the wheel's current time when entries are due or a bucket is being
-    /// flushed. `None` when no entry waits in the wheel (parked ones do not). A poll at
+    /// flushed (on a wheel that [orders due entries](Self::order_due), those filed at or
+    /// before its time wait with the imminent ones, and the answer is the earliest of their
+    /// deadlines, which may lie before the wheel's time: due at once all the same).
+    /// `None` when no entry waits in the wheel (parked ones do not). A poll at
     /// that time pops every bucket expired by then, cascading what it holds, so the owner
     /// wakes once for a lone entry however high its bucket, not at its bucket's start and
     /// again at its deadline.

@@ -118,6 +118,23 @@ impl Naive {
         due
     }
 
+    /// Whether entry `id` is pending (waiting, or parked after firing).
+    pub(crate) fn contains(&self, id: u64) -> bool {
+        self.deadline_of.contains_key(&id) || self.parked.contains(&id)
+    }
+
+    /// Every pending entry's id, sorted.
+    pub(crate) fn ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self
+            .deadline_of
+            .keys()
+            .chain(&self.parked)
+            .copied()
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.deadline_of.len() + self.parked.len()
     }

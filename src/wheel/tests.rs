@@ -623,6 +623,13 @@ enum Op {
     /// Drops every entry, keeping the wheel's time and memory (`DelayQueue::clear`): every
     /// key handed out before goes stale, and the wheel takes new entries after.
     Clear,
+    /// Takes every entry out with its value (a shard's shutdown): exactly the pending ones
+    /// come back, and every key handed out before goes stale.
+    DrainAll,
+    /// Makes room for this many more entries (`DelayQueue::reserve`).
+    Reserve(usize),
+    /// Inserts an entry marked as a timeout (or not): the mark comes back when it fires.
+    InsertAs(u64, bool),
     /// Asks `next_expiration`, as a driver arming for it, then passes (as [`Op::Pass`]) to
     /// the answer with the given budget.
     DriveNext(usize),
@@ -677,6 +684,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => delta.clone().prop_map(Op::Insert),
         1 => delta.clone().prop_map(Op::InsertPersistent),
+        1 => (delta.clone(), any::<bool>()).prop_map(|(d, t)| Op::InsertAs(d, t)),
         2 => any::<usize>().prop_map(Op::Remove),
         1 => Just(Op::RemoveAll),
         2 => (any::<usize>(), delta).prop_map(|(i, d)| Op::Reschedule(i, d)),
@@ -713,6 +721,7 @@ fn edge_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => op(),
         1 => Just(Op::Compact),
+        1 => prop_oneof![0usize..4, 0usize..5_000].prop_map(Op::Reserve),
         3 => (prop_oneof![0u64..10, 0u64..3_000], 1usize..4).prop_map(|(by, b)| Op::Pass(by, b)),
         1 => prop_oneof![any::<u64>(), (u64::MAX - 5_000)..u64::MAX].prop_map(Op::AdvanceFar),
         2 => near.clone().prop_map(Op::InsertNear),
@@ -761,6 +770,7 @@ fn rare_op() -> impl Strategy<Value = Op> {
             }),
         2 => Just(Op::NextDeadline),
         1 => Just(Op::Clear),
+        1 => Just(Op::DrainAll),
     ]
 }
 
@@ -853,6 +863,8 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
     // An entry was filed before the wheel's time on a wheel whose due list is first come:
     // until a pass is done, entries due at once may come out of deadline order.
     let mut unordered = false;
+    // The entries inserted marked as timeouts (`insert_as`).
+    let mut timeouts = std::collections::HashSet::new();
     for (id, op) in ops.into_iter().enumerate() {
         let id = id as u64;
         let op = match op {
@@ -927,6 +939,16 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                 model.insert_persistent(id, deadline);
                 keys.push((key, id));
             }
+            Op::InsertAs(delta, timeout) => {
+                let deadline = now.saturating_add(delta);
+                let key = wheel.insert_as(deadline, id, timeout).unwrap();
+                peeked.note_filed(&wheel, key);
+                model.insert(id, deadline);
+                keys.push((key, id));
+                if timeout {
+                    timeouts.insert(id);
+                }
+            }
             Op::Burst {
                 delta,
                 n,
@@ -989,6 +1011,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     .map(|e| {
                         assert!(e.deadline <= now, "early");
                         assert_eq!(e.parked, model.is_persistent(e.value));
+                        assert_eq!(e.timeout, timeouts.contains(&e.value), "timeout mark");
                         (e.deadline, e.value)
                     })
                     .collect();
@@ -1018,6 +1041,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     );
                     last = e.deadline;
                     assert_eq!(e.parked, model.is_persistent(e.value));
+                    assert_eq!(e.timeout, timeouts.contains(&e.value), "timeout mark");
                     assert_eq!(model.fire(e.value), Some(e.deadline), "fired once, on time");
                     if wheel.len() <= 512 {
                         wheel.assert_invariants();
@@ -1066,6 +1090,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                             );
                             last = e.deadline;
                             assert_eq!(e.parked, model.is_persistent(e.value));
+                            assert_eq!(e.timeout, timeouts.contains(&e.value), "timeout mark");
                             assert_eq!(model.fire(e.value), Some(e.deadline), "fired once");
                         }
                         Step::Done => break true,
@@ -1097,6 +1122,7 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     .advance(now)
                     .map(|e| {
                         assert!(e.deadline <= now, "early");
+                        assert_eq!(e.timeout, timeouts.contains(&e.value), "timeout mark");
                         (e.deadline, e.value)
                     })
                     .collect();
@@ -1146,6 +1172,26 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
                     assert!(!wheel.contains(key), "a key left valid by clear");
                 }
             }
+            Op::DrainAll => {
+                let mut drained = wheel.drain_all();
+                drained.sort_unstable();
+                assert_eq!(drained, model.ids(), "drained exactly the pending entries");
+                model.clear();
+                unordered = false;
+                assert!(wheel.is_empty());
+                for &(key, _) in &keys {
+                    assert!(!wheel.contains(key), "a key left valid by drain_all");
+                }
+            }
+            Op::Reserve(additional) => {
+                let before = wheel.capacity();
+                wheel.reserve(additional);
+                assert!(
+                    wheel.capacity() >= wheel.len() + additional,
+                    "reserved room"
+                );
+                assert!(wheel.capacity() >= before, "reserve never shrinks");
+            }
             Op::NextDeadline => {
                 let busy = !wheel.due.is_empty() || wheel.flushing.is_some();
                 let got = wheel.next_deadline();
@@ -1176,6 +1222,10 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
         check_peek_cached(&wheel, &mut peeked);
         for &(key, id) in &keys {
             assert_eq!(wheel.is_parked(key), model.is_parked(id), "parked {id}");
+            // A live key names its own value, a stale one nothing.
+            let live = model.contains(id).then_some(id);
+            assert_eq!(wheel.get(key).copied(), live, "get {id}");
+            assert_eq!(wheel.get_mut(key).map(|v| *v), live, "get_mut {id}");
         }
     }
 }
