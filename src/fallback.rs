@@ -27,6 +27,9 @@ pub(crate) struct TokioSleep {
     /// The sleep is on this runtime, current when it was made, the timer's having shut
     /// down (`None`: on the timer's runtime).
     elsewhere: Option<tokio::runtime::Id>,
+    /// Made by [`here`](Self::here): it waits on whichever runtime is current where it is
+    /// polled, never on the timer's.
+    follows_current: bool,
 }
 
 impl TokioSleep {
@@ -45,25 +48,26 @@ impl TokioSleep {
             sleep,
             shard: shard.clone(),
             elsewhere,
+            follows_current: false,
         }
     }
 
     /// A sleep until `deadline` on the current runtime's Tokio timer, whatever the state of
     /// `shard`'s timer: for an owner that reads the current runtime's clock and must wait by
-    /// that clock (see `DelayQueue`'s poll).
+    /// that clock (see `DelayQueue`'s poll). Polled on another runtime later, it moves to
+    /// that one, the clock its owner then reads, never back to the timer's.
     ///
     /// # Panics
     ///
     /// If no runtime with a time driver is current.
     #[track_caller]
     pub(crate) fn here(deadline: Instant, shard: &Arc<Shard>) -> TokioSleep {
-        let handle = current_or_panic();
-        let elsewhere = Some(handle.id());
-        let _guard = handle.enter();
+        let (sleep, elsewhere) = make_here(deadline);
         TokioSleep {
-            sleep: Box::pin(tokio::time::sleep_until(deadline)),
+            sleep,
             shard: shard.clone(),
             elsewhere,
+            follows_current: true,
         }
     }
 
@@ -89,7 +93,11 @@ impl TokioSleep {
             Some(id) => Handle::try_current().map_or(true, |h| h.id() != id),
         };
         if moved {
-            (self.sleep, self.elsewhere) = make(deadline, &self.shard);
+            (self.sleep, self.elsewhere) = if self.follows_current {
+                make_here(deadline)
+            } else {
+                make(deadline, &self.shard)
+            };
         }
         if self.sleep.deadline() != deadline {
             self.sleep.as_mut().reset(deadline);
@@ -133,15 +141,22 @@ fn make(
     deadline: Instant,
     shard: &Shard,
 ) -> (Pin<Box<tokio::time::Sleep>>, Option<tokio::runtime::Id>) {
-    let (handle, elsewhere) = if shard.runtime_gone() {
-        let handle = current_or_panic();
-        let id = handle.id();
-        (handle, Some(id))
-    } else {
-        (shard.runtime().clone(), None)
-    };
+    if shard.runtime_gone() {
+        return make_here(deadline);
+    }
+    let _guard = shard.runtime().enter();
+    (Box::pin(tokio::time::sleep_until(deadline)), None)
+}
+
+/// A sleep on the current runtime, and that runtime's id.
+#[track_caller]
+fn make_here(deadline: Instant) -> (Pin<Box<tokio::time::Sleep>>, Option<tokio::runtime::Id>) {
+    let handle = current_or_panic();
     let _guard = handle.enter();
-    (Box::pin(tokio::time::sleep_until(deadline)), elsewhere)
+    (
+        Box::pin(tokio::time::sleep_until(deadline)),
+        Some(handle.id()),
+    )
 }
 
 /// The current runtime, to stand in for the timer's.
@@ -153,4 +168,47 @@ fn current_or_panic() -> Handle {
              current to stand in for it: poll this Interval or DelayQueue within a runtime"
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::poll_fn;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Timer;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    /// A sleep made to follow the current runtime's clock (a `DelayQueue` that waits by the
+    /// clock it reads) moves to the runtime it is next polled on, not back to the timer's,
+    /// which is alive; one made for the timer stays on the timer's runtime.
+    #[test]
+    fn a_sleep_made_here_follows_the_current_runtime() {
+        let timers = runtime();
+        let timer = timers.block_on(async { Timer::builder().build().unwrap() });
+        let shard = timer.shard().clone();
+        let deadline = timers.block_on(async { Instant::now() + Duration::from_secs(3600) });
+        let (first, second) = (runtime(), runtime());
+        let mut here = first.block_on(async { TokioSleep::here(deadline, &shard) });
+        let mut for_timer = first.block_on(async { TokioSleep::new(deadline, &shard) });
+        assert_eq!(here.elsewhere, Some(first.handle().id()));
+        assert_eq!(for_timer.elsewhere, None);
+        second.block_on(poll_fn(|cx| {
+            assert!(here.poll_until(deadline, cx).is_pending());
+            assert!(for_timer.poll_until(deadline, cx).is_pending());
+            Poll::Ready(())
+        }));
+        assert_eq!(
+            here.elsewhere,
+            Some(second.handle().id()),
+            "follows the current one"
+        );
+        assert_eq!(for_timer.elsewhere, None, "stays on the timer's runtime");
+    }
 }
