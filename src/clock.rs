@@ -60,9 +60,20 @@ impl Answer for &mut Builder {
     }
 }
 
+/// The longest a sleep waits, about 30 years: Tokio's `sleep` caps its duration there, and
+/// its far future lies there.
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(86_400 * 365 * 30);
+
 /// Far enough from `now` to mean "never" (about 30 years), as tokio does.
 pub(crate) fn far_future(now: Instant) -> Instant {
-    now + Duration::from_secs(86_400 * 365 * 30)
+    now + MAX_DELAY
+}
+
+/// A sleep's deadline, as Tokio's `sleep` sets it: `now + dur`, `dur` capped at
+/// [`MAX_DELAY`].
+#[inline]
+pub(crate) fn sleep_deadline(now: Instant, dur: Duration) -> Instant {
+    deadline_after(now, dur.min(MAX_DELAY))
 }
 
 /// `now + dur`, saturating at [`far_future`].
@@ -248,6 +259,12 @@ mod tests {
         assert_eq!(c.deadline_to_units(beyond), u64::MAX);
         assert_eq!(c.now_to_units(beyond), u64::MAX - 1);
         assert_eq!(deadline_after(now, Duration::MAX), far_future(now));
+        // A sleep waits 30 years at most, as Tokio's: not a century, though that adds.
+        let century = Duration::from_secs(100 * 365 * 86_400);
+        assert_eq!(deadline_after(now, century), now + century);
+        assert_eq!(sleep_deadline(now, century), far_future(now));
+        assert_eq!(sleep_deadline(now, Duration::MAX), far_future(now));
+        assert_eq!(sleep_deadline(now, YEAR_MS), now + YEAR_MS);
         // A timeout's overflowing deadline is past the horizon: never reached.
         let never = deadline_after_or_never(now, Duration::MAX);
         assert_eq!(c.deadline_to_units(never), u64::MAX);

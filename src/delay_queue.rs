@@ -444,7 +444,7 @@ impl<T> DelayQueue<T> {
         // Every deadline already passed counts as due alike, whatever the queue's last clock
         // reading: due items come out in deadline order.
         wheel.order_due();
-        wheel.reserve(capacity);
+        wheel.reserve_exact(capacity);
         DelayQueue {
             wheel,
             clock: None,

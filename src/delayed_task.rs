@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use crate::clock::deadline_after;
+use crate::clock::sleep_deadline;
 use crate::driver::shard::Shard;
 use crate::error::{DelayedError, TimerError};
 use crate::loom::{lock, lock_std, AtomicU8, Mutex};
@@ -30,7 +30,8 @@ use crate::wheel::Key;
 ///
 /// Until its deadline the future is not a Tokio task: it waits, boxed with its handle, inside
 /// the wheel, and costs no wakeup. At the deadline it is spawned onto the runtime. A zero
-/// duration spawns it at once. A panic in the task is caught and handed to whoever awaits the
+/// duration spawns it at once; one over about 30 years means 30 years, as a Tokio sleep's
+/// does. A panic in the task is caught and handed to whoever awaits the
 /// [`DelayedTask`]; it never reaches the timer.
 ///
 /// # Cancellation
@@ -69,7 +70,7 @@ where
     F::Output: Send + 'static,
 {
     let shard = crate::timer::default::current_shard();
-    let deadline = deadline_after(shard.now(), duration);
+    let deadline = sleep_deadline(shard.now(), duration);
     default_timer_task(
         DelayedTask::new(shard, deadline, duration.is_zero(), future),
         deadline,
@@ -694,7 +695,7 @@ impl Timer {
         F::Output: Send + 'static,
     {
         self.try_spawn(
-            deadline_after(self.now(), duration),
+            sleep_deadline(self.now(), duration),
             duration.is_zero(),
             future,
         )

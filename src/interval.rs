@@ -20,7 +20,7 @@ use crate::wheel::Key;
 const MISSED_AFTER: Duration = Duration::from_millis(5);
 
 /// The longest period (about 30 years, as Tokio caps it); longer ones are clamped.
-const MAX_PERIOD: Duration = Duration::from_secs(86_400 * 365 * 30);
+const MAX_PERIOD: Duration = crate::clock::MAX_DELAY;
 
 /// Creates an [`Interval`] that ticks every `period` on the current runtime's default timer;
 /// the first tick completes at once.
@@ -373,7 +373,9 @@ enum Wait {
 /// and [`Timer::interval_at`]: the wheel's drop-in replacement for `tokio::time::Interval`.
 ///
 /// Await [`tick`](Interval::tick) in a loop, poll [`poll_tick`](Interval::poll_tick), or use
-/// the interval directly as a [`Stream`] of tick instants (Tokio needs a wrapper for that).
+/// the interval directly as a [`Stream`] of tick instants, never ending (and a
+/// `FusedStream`): where Tokio's code wraps its interval in tokio-stream's `IntervalStream`,
+/// drop the wrapper (`IntervalStream::new` takes Tokio's `Interval` only).
 ///
 /// # Semantics
 ///
@@ -915,6 +917,14 @@ impl Stream for Interval {
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         (usize::MAX, None)
+    }
+}
+
+/// Never terminated, as tokio-stream's `IntervalStream` (so `select!` loops that need a
+/// `FusedStream` take the interval itself).
+impl futures::stream::FusedStream for Interval {
+    fn is_terminated(&self) -> bool {
+        false
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::task::noop_waker_ref;
 use tokio::time::Instant;
 
-use crate::clock::{deadline_after, deadline_after_or_never};
+use crate::clock::{deadline_after_or_never, sleep_deadline};
 use crate::driver::entry::{Outcome, Reset, TimerEntry};
 use crate::driver::shard::Shard;
 use crate::error::TimerError;
@@ -18,8 +18,8 @@ use crate::timer::Timer;
 
 /// Waits until `duration` has elapsed, on the current runtime's default timer.
 ///
-/// Equivalent to `sleep_wheel_until(Instant::now() + duration)`; a `duration` too large to add
-/// (such as `Duration::MAX`) means about 30 years, as in Tokio. A zero duration completes on the
+/// Equivalent to `sleep_wheel_until(Instant::now() + duration)`, with `duration` capped at
+/// about 30 years (so `Duration::MAX` too), as in Tokio. A zero duration completes on the
 /// first poll without touching the wheel. The timer fires at or after the deadline, never
 /// before: in paused time exactly at it if it falls on Tokio's 1 ms grid, else at the grid's
 /// next millisecond (paused time advances to where Tokio's timer wakes the driver: a
@@ -156,7 +156,7 @@ impl Sleep {
     /// A sleep of `duration` from now: a zero duration has elapsed already.
     #[inline]
     pub(crate) fn after(shard: Arc<Shard>, duration: Duration) -> Sleep {
-        Sleep::after_with(shard, duration, deadline_after)
+        Sleep::after_with(shard, duration, sleep_deadline)
     }
 
     /// A timeout's delay of `duration` from now: as [`after`](Self::after), but a duration too
@@ -600,7 +600,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn try_sleep(&self, duration: Duration) -> Result<Sleep, TimerError> {
-        self.try_sleep_until(deadline_after(self.now(), duration))
+        self.try_sleep_until(sleep_deadline(self.now(), duration))
     }
 
     /// Like [`sleep_until`](Timer::sleep_until), but takes the timer slot now and returns an

@@ -1,5 +1,6 @@
 //! A mirror of `tokio::time` on the wheel: change `use tokio::time::{...}` into
-//! `use tokio_timing_wheel::time::{...}` and the code keeps compiling and behaving the same.
+//! `use tokio_timing_wheel::time::{...}` and the code keeps compiling and behaving the same,
+//! but for the differences listed below.
 //!
 //! Every name here is the crate's own type or function under Tokio's name: [`sleep`] is
 //! [`sleep_wheel`](crate::sleep_wheel), [`Sleep`], [`Timeout`], [`Interval`] and
@@ -18,8 +19,8 @@
 //! | `tokio::time::sleep`, `sleep_until` | [`time::sleep`](sleep), [`time::sleep_until`](sleep_until) (also [`sleep_wheel`](crate::sleep_wheel)) | deadlines exact to the nanosecond; Tokio rounds them up to its 1 ms tick |
 //! | `tokio::time::Sleep` | [`time::Sleep`](Sleep) | `Unpin` (no `Box::pin` needed); a later [`reset`](Sleep::reset) costs one comparison and is re-filed lazily, on the first poll after the old deadline wakes the task (one extra wakeup; a task that then does not poll it is not woken at the new deadline, where Tokio's would be); completes early with [`is_shutdown`](Sleep::is_shutdown) if its timer shuts down |
 //! | `tokio::time::timeout`, `timeout_at`, `Timeout` | [`time::timeout`](timeout), [`time::timeout_at`](timeout_at), [`time::Timeout`](Timeout) | inner future polled first, timer registered on the first `Pending` (as Tokio) |
-//! | `tokio::time::error::Elapsed` | [`time::error::Elapsed`](error::Elapsed) | another type: `Into<std::io::Error>` (`TimedOut`), `Error + Send + Sync`, [`is_shutdown`](crate::Elapsed::is_shutdown) |
-//! | `tokio::time::interval`, `interval_at`, `Interval`, `MissedTickBehavior` | same names here | one wheel entry for the interval's life; [`Interval::set_period`] added |
+//! | `tokio::time::error::Elapsed` | [`time::error::Elapsed`](error::Elapsed) | another type: `Into<std::io::Error>` (`TimedOut`), `Error + Send + Sync`, [`is_shutdown`](crate::Elapsed::is_shutdown); the `io::Error` wraps the `Elapsed` (its message is the `Elapsed`'s, "deadline has elapsed", and `get_ref` is `Some`) where Tokio's has no inner error and reads "timed out" |
+//! | `tokio::time::interval`, `interval_at`, `Interval`, `MissedTickBehavior` | same names here | one wheel entry for the interval's life; [`Interval::set_period`] added; a `Stream` (and `FusedStream`) itself: drop tokio-stream's `IntervalStream` wrapper, which, like `StreamExt::timeout_repeating`, takes Tokio's `Interval` only |
 //! | `tokio::time::Instant`, `Duration` | re-exported | the same types |
 //! | `tokio_util::time::DelayQueue`, `compact` | [`DelayQueue`](crate::DelayQueue), [`compact`](crate::DelayQueue::compact) | exact deadlines (tokio-util rounds to 1 ms); no panic past 2^36 ms; no allocation per expiry; every past deadline counts as due, and due items come out in deadline order; moving the item the task waits for later, or removing it, moves the queue's timer on its next poll, not at once (a queue not polled before the old deadline wakes its task once then, where tokio-util's does not); each item handed out spends a unit of the task's cooperative budget, as a completed Tokio `Sleep` does (tokio-util's spends one, through its sleep, for an item that comes out of its wheel, and none for one inserted already due) |
 //! | `tokio::spawn` after `tokio::time::sleep` | [`spawn_after`](crate::spawn_after), [`spawn_at`](crate::spawn_at) | the future waits in the wheel, not as a task; cancellable exactly once; [`DelayedTask::reset`](crate::DelayedTask::reset) moves it; no `abort`: [`cancel`](crate::DelayedTask::cancel) stops it only before it starts, and says whether it did; a shutdown of the runtime (or of the timer, before the task starts) resolves the handle with [`is_shutdown`](crate::DelayedError::is_shutdown) where a `JoinError` is `is_cancelled`; on a [`Timer`](crate::Timer) of another runtime, the task runs on the timer's runtime |
@@ -58,7 +59,9 @@
 //! is the same for a deadline that passed (one cut short by a timer's shutdown says so). The
 //! panics of a timer made outside a runtime, or on one without a time driver, carry this
 //! crate's messages, not Tokio's (a `#[should_panic(expected = ...)]` written for
-//! Tokio's text needs its own); a zero interval period's message contains Tokio's. A
+//! Tokio's text needs its own); a zero interval period's message contains Tokio's. So do a
+//! [`DelayQueue`](crate::DelayQueue)'s panics for a key that names no item (tokio-util's say
+//! "invalid key" or "Invalid index"). A
 //! [`timeout`] of a duration too large to add (`Duration::MAX`) still takes its timer, so it
 //! panics outside a runtime, or on one without a time driver, where Tokio's sets none and
 //! needs neither; in exchange the timer's shutdown resolves it. An

@@ -1026,6 +1026,20 @@ async fn compact_gives_memory_back_and_keeps_every_key() {
     assert_eq!(q.capacity(), 0);
 }
 
+/// `with_capacity(n)` holds room for exactly `n` items, as tokio-util's (its slab is made
+/// with that capacity), also for the small sizes a growth policy would round up; `reserve`
+/// makes room for at least what it is asked.
+#[test]
+fn with_capacity_holds_exactly_what_it_was_asked_for() {
+    for n in [0, 1, 2, 3, 10, 1000] {
+        let q = DelayQueue::<u32>::with_capacity(n);
+        assert_eq!(q.capacity(), n, "with_capacity({n})");
+    }
+    let mut q = DelayQueue::<u32>::with_capacity(2);
+    q.reserve(7);
+    assert!(q.capacity() >= 7);
+}
+
 #[tokio::test(start_paused = true)]
 async fn every_past_deadline_counts_as_due_and_comes_out_in_deadline_order() {
     let mut q = queue();

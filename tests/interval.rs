@@ -409,6 +409,22 @@ async fn an_interval_is_a_stream_of_tick_instants() {
     );
 }
 
+/// As tokio-stream's `IntervalStream`, the interval is a `FusedStream` that never ends: a
+/// `select!` loop's `select_next_some` (which needs one) takes it as it is.
+#[tokio::test(start_paused = true)]
+async fn an_interval_is_a_fused_stream_that_never_ends() {
+    use futures::stream::FusedStream;
+    let start = Instant::now();
+    let mut i = interval(ms(5));
+    assert!(!i.is_terminated());
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        got.push(i.select_next_some().await);
+    }
+    assert_eq!(got, [start, start + ms(5), start + ms(10)]);
+    assert!(!i.is_terminated());
+}
+
 /// Counts ticks and yields every fourth; on the others it returns `Pending`, waking itself
 /// only if `wake_on_pending` (Tokio's test of `poll_tick` with a self-waking stream). Yields
 /// its last item at its twelfth tick and ends at the poll after the next; `taken` tells how

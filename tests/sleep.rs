@@ -86,6 +86,36 @@ async fn polled_sleep_is_pending_just_before_deadline_and_ready_within_one_tick(
     }
 }
 
+/// A sleep's duration is capped at about 30 years, as Tokio caps its own: a century (which
+/// adds without overflow) means the same deadline as Tokio's sleep, through every way of
+/// making one; a timeout is not capped (Tokio's is not either).
+#[tokio::test(start_paused = true)]
+async fn a_sleep_over_thirty_years_waits_thirty_as_tokios_does() {
+    let century = 100 * 365 * DAY;
+    let tokio_deadline = tokio::time::sleep(century).deadline();
+    assert_eq!(
+        tokio_deadline,
+        Instant::now() + 365 * 30 * DAY,
+        "Tokio's cap"
+    );
+    let timer = Timer::builder().build().unwrap();
+    assert_eq!(sleep_wheel(century).deadline(), tokio_deadline);
+    assert_eq!(timer.sleep(century).deadline(), tokio_deadline);
+    assert_eq!(timer.try_sleep(century).unwrap().deadline(), tokio_deadline);
+    let task = tokio_timing_wheel::spawn_after(century, async {});
+    assert_eq!(task.deadline(), tokio_deadline);
+    assert!(task.cancel());
+    let task = timer.spawn_after(century, async {});
+    assert_eq!(task.deadline(), tokio_deadline);
+    assert!(task.cancel());
+    let timeout = tokio_timing_wheel::timeout(century, std::future::pending::<()>());
+    assert_eq!(
+        timeout.deadline(),
+        Instant::now() + century,
+        "timeouts are not capped"
+    );
+}
+
 /// `Duration::MAX` saturates, as in Tokio, at the far future (30 years from now): the sleep
 /// waits all of it, never panics, and completes there, not before.
 #[tokio::test(start_paused = true)]

@@ -216,6 +216,12 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         self.entries.reserve(additional);
     }
 
+    /// Makes room for exactly `additional` more entries where the slab must grow for them
+    /// (a queue made `with_capacity` holds what it was asked for, not a rounded-up amount).
+    pub(crate) fn reserve_exact(&mut self, additional: usize) {
+        self.entries.reserve_exact(additional);
+    }
+
     /// The wheel's current time.
     pub(crate) fn now(&self) -> u64 {
         self.now
