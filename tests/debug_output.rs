@@ -239,8 +239,9 @@ async fn idle_timeout_debug_is_short_with_its_timer_in_the_wheel() {
     }
 }
 
-/// A `Debug` that locked a shard would block (or deadlock) here while another thread keeps
-/// that shard busy; every output must also stay short while the wheel changes under it.
+/// Every `Debug` output completes and stays short while another thread keeps registering
+/// into the same shard, the wheel changing under it. (That no `Debug` takes a shard's lock
+/// at all is checked with every shard lock held: `debug_takes_no_shard_lock`.)
 #[test]
 fn debug_completes_while_another_thread_registers_into_the_same_shard() {
     let rt = tokio::runtime::Builder::new_multi_thread()

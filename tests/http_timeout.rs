@@ -394,26 +394,27 @@ fn counted_slow_handler(
 }
 
 /// The limit counts from before the inner service's `call` runs, as tower-http's: a `call`
-/// that works 200 ms before returning its future (which answers 200 ms later) is cut at a
-/// 300 ms limit. Counted from the `call`'s return (tower's way), it would have answered.
-/// Real time, with 100 ms between either outcome and the other's deadline.
+/// that works 800 ms before returning its future (which answers 800 ms later) is cut at a
+/// 1.2 s limit. Counted from the `call`'s return (tower's way), it would have answered.
+/// Real time, with 400 ms between either outcome and the other's deadline (a stall of the
+/// test's threads shorter than that changes nothing).
 #[tokio::test]
 async fn the_limit_counts_from_before_the_inner_call() {
     use tower::{Layer, Service};
 
     let inner = tower::service_fn(|_req: Request<()>| {
-        std::thread::sleep(ms(200)); // work done in `call`, before the future
+        std::thread::sleep(ms(800)); // work done in `call`, before the future
         async {
-            tokio::time::sleep(ms(200)).await;
+            tokio::time::sleep(ms(800)).await;
             Ok::<_, Infallible>(Response::new(String::from("answered")))
         }
     });
-    let mut svc = TimeoutLayer::new(ms(300)).layer(inner);
+    let mut svc = TimeoutLayer::new(ms(1_200)).layer(inner);
     let start = Instant::now();
     let res = svc.call(Request::new(())).await.unwrap();
     let took = start.elapsed();
     assert_eq!(res.status(), StatusCode::REQUEST_TIMEOUT, "after {took:?}");
-    assert!(took >= ms(300), "cut early: {took:?}");
+    assert!(took >= ms(1_200), "cut early: {took:?}");
 }
 
 /// On an explicit timer with `max_pending` that is full, a request is refused with an empty

@@ -926,10 +926,12 @@ fn an_interval_of_a_timer_shut_down_before_its_runtime_moves_on_when_the_runtime
     // the current runtime's clock: see the test after the next).
     let third = paused_runtime();
     third.block_on(async {
+        let start = Instant::now();
         let mut j = timer.interval(ms(10));
-        for _ in 0..3 {
-            j.tick().await;
+        for k in 0..3 {
+            assert_eq!(j.tick().await, start + ms(10 * k), "tick {k} on this clock");
         }
+        assert_eq!(Instant::now(), start + ms(20), "three ticks, each on time");
     });
 }
 

@@ -493,7 +493,8 @@ async fn a_timeout_that_elapsed_before_shutdown_is_not_a_shutdown_error() {
 /// An inner future that spends its task's whole budget every poll (it yields to Tokio's
 /// scheduler, never completes) does not keep its timeout from firing: the deadline is checked
 /// outside the budget, as Tokio's `Timeout` does. Real time: a task that never idles keeps
-/// paused time from moving.
+/// paused time from moving. Bounded by Tokio's own timeout, so a regression fails the test
+/// rather than spinning it for ever.
 #[tokio::test]
 async fn a_future_that_spends_the_task_budget_still_times_out() {
     let busy = async {
@@ -502,7 +503,10 @@ async fn a_future_that_spends_the_task_budget_still_times_out() {
         }
     };
     let started = Instant::now();
-    assert!(timeout(ms(1), busy).await.is_err());
+    let ours = tokio::time::timeout(Duration::from_secs(10), timeout(ms(1), busy))
+        .await
+        .expect("the busy future kept its timeout from firing for 10 s");
+    assert!(ours.is_err());
     assert!(started.elapsed() >= ms(1), "elapsed early");
 }
 

@@ -215,8 +215,19 @@ fn a_foreign_runtimes_clock_never_fires_the_timers_own_entries_early() {
         let mut s = timer.sleep(Duration::from_millis(1));
         tokio::time::advance(Duration::from_secs(3600)).await;
         std::thread::sleep(Duration::from_millis(20)); // its deadline is past on A's clock too
-        let waker = Waker::from(Arc::new(CountingWaker::default()));
-        let _ = poll_with(&mut s, &waker); // registers in the past: this thread runs the pass
+        let counter = Arc::new(CountingWaker::default());
+        let waker = Waker::from(counter.clone());
+        let passes = timer.metrics().passes;
+        // Registers in the past: this thread runs the pass, on B's clock, before returning.
+        let ready = poll_with(&mut s, &waker).is_ready();
+        assert!(
+            timer.metrics().passes > passes,
+            "no pass ran on B's thread: the test would show nothing"
+        );
+        assert!(
+            ready || counter.count() == 1,
+            "B's due sleep neither ready nor woken"
+        );
     });
 
     let (fired, after) = a.block_on(victim).unwrap();

@@ -2104,15 +2104,29 @@ fn keep_capacity_holds_the_slab_when_the_wheel_empties() {
 fn a_timer_refiled_a_level_up_reuses_its_level() {
     let mut w = Wheel::new(64);
     let mut now = 0;
+    let first = w.insert(0, 0).unwrap();
+    w.remove(first);
+    let capacity = w.capacity();
     for _ in 0..100 {
-        let before = w.capacity();
         let k = w.insert(now + 100, 1).unwrap();
         assert_eq!(w.levels(), 2);
         now += 100;
         assert_eq!(drain(&mut w, now).len(), 1);
         assert!(!w.contains(k));
         assert_eq!(w.levels(), 2, "level 1 is kept for the next period");
-        assert_eq!(w.capacity(), before.max(w.capacity()));
+        assert_eq!(w.capacity(), capacity, "the entry's slot reused");
+    }
+    // Idle spells: the owner's clock moves on 1,000 ticks with nothing filed, so the wheel's
+    // time stays at its last poll, and a timer a tick ahead of the clock lands a level up.
+    for _ in 0..100 {
+        let clock = now + 1_000;
+        let k = w.insert(clock + 1, 2).unwrap();
+        assert_eq!(w.levels(), 2, "a tick ahead after idling: level 1");
+        now = clock + 1;
+        assert_eq!(drain(&mut w, now).len(), 1);
+        assert!(!w.contains(k));
+        assert_eq!(w.levels(), 2, "level 1 is kept after the idle spell");
+        assert_eq!(w.capacity(), capacity, "the entry's slot reused");
     }
 }
 
