@@ -31,7 +31,7 @@ use crate::wheel::Key;
 /// Until its deadline the future is not a Tokio task: it waits, boxed with its handle, inside
 /// the wheel, and costs no wakeup. At the deadline it is spawned onto the runtime. A zero
 /// duration spawns it at once; one over about 30 years means 30 years, as a Tokio sleep's
-/// does. A panic in the task is caught and handed to whoever awaits the
+/// does (since Tokio 1.54). A panic in the task is caught and handed to whoever awaits the
 /// [`DelayedTask`]; it never reaches the timer.
 ///
 /// # Cancellation

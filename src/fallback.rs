@@ -3,10 +3,11 @@
 //! A one-shot future resolves when its timer shuts down (see `Timer::shutdown`), but an
 //! [`Interval`](crate::Interval) or a [`DelayQueue`](crate::DelayQueue) lives on: rather than
 //! hang (nothing would wake it) or spin (complete at once, again and again), it waits on a
-//! `tokio::time::Sleep` from then on, allocated once: on the timer's runtime while that runtime
-//! lives, and once it has shut down (its time driver refuses sleeps) on the runtime current
-//! where it is polled. hyper's timers, which cannot report an error, wait on one while a
-//! timer built with `max_pending` is full.
+//! `tokio::time::Sleep` from then on, allocated anew only when it moves: on the timer's
+//! runtime while that runtime lives, and once it has shut down (its time driver refuses
+//! sleeps) on the runtime current where it is polled. hyper's timers, which cannot report an
+//! error, wait on one while a timer built with `max_pending` is full. A `DelayQueue` whose
+//! clock (the current runtime's) lags its alarm's waits on one of the current runtime.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,10 +23,11 @@ use crate::driver::shard::Shard;
 #[derive(Debug)]
 pub(crate) struct TokioSleep {
     sleep: Pin<Box<tokio::time::Sleep>>,
-    /// A shard of the shut-down timer, whose runtime the sleep is on unless `elsewhere`.
+    /// A shard of the timer the sleep stands in for (shut down or full), whose runtime the
+    /// sleep is on unless `elsewhere`.
     shard: Arc<Shard>,
-    /// The sleep is on this runtime, current when it was made, the timer's having shut
-    /// down (`None`: on the timer's runtime).
+    /// The sleep is on this runtime, current when it was made: the timer's had shut down, or
+    /// the sleep was made [`here`](Self::here) (`None`: on the timer's runtime).
     elsewhere: Option<tokio::runtime::Id>,
     /// Made by [`here`](Self::here): it waits on whichever runtime is current where it is
     /// polled, never on the timer's.
@@ -55,14 +57,15 @@ impl TokioSleep {
     /// A sleep until `deadline` on the current runtime's Tokio timer, whatever the state of
     /// `shard`'s timer: for an owner that reads the current runtime's clock and must wait by
     /// that clock (see `DelayQueue`'s poll). Polled on another runtime later, it moves to
-    /// that one, the clock its owner then reads, never back to the timer's.
+    /// that one, the clock its owner then reads, not back to the timer's (polled outside
+    /// any runtime, it does go there, as a sleep made by [`new`](Self::new) would).
     ///
     /// # Panics
     ///
     /// If no runtime with a time driver is current.
     #[track_caller]
     pub(crate) fn here(deadline: Instant, shard: &Arc<Shard>) -> TokioSleep {
-        let (sleep, elsewhere) = make_here(deadline);
+        let (sleep, elsewhere) = on(&current_or_panic(), deadline);
         TokioSleep {
             sleep,
             shard: shard.clone(),
@@ -93,10 +96,10 @@ impl TokioSleep {
             Some(id) => Handle::try_current().map_or(true, |h| h.id() != id),
         };
         if moved {
-            (self.sleep, self.elsewhere) = if self.follows_current {
-                make_here(deadline)
-            } else {
-                make(deadline, &self.shard)
+            (self.sleep, self.elsewhere) = match Handle::try_current() {
+                Ok(current) if self.follows_current => on(&current, deadline),
+                // Polled outside any runtime, a sleep made here waits on the timer's, as any.
+                _ => make(deadline, &self.shard),
             };
         }
         if self.sleep.deadline() != deadline {
@@ -142,20 +145,21 @@ fn make(
     shard: &Shard,
 ) -> (Pin<Box<tokio::time::Sleep>>, Option<tokio::runtime::Id>) {
     if shard.runtime_gone() {
-        return make_here(deadline);
+        return on(&current_or_panic(), deadline);
     }
     let _guard = shard.runtime().enter();
     (Box::pin(tokio::time::sleep_until(deadline)), None)
 }
 
-/// A sleep on the current runtime, and that runtime's id.
-#[track_caller]
-fn make_here(deadline: Instant) -> (Pin<Box<tokio::time::Sleep>>, Option<tokio::runtime::Id>) {
-    let handle = current_or_panic();
-    let _guard = handle.enter();
+/// A sleep on `runtime` (not the timer's), and that runtime's id.
+fn on(
+    runtime: &Handle,
+    deadline: Instant,
+) -> (Pin<Box<tokio::time::Sleep>>, Option<tokio::runtime::Id>) {
+    let _guard = runtime.enter();
     (
         Box::pin(tokio::time::sleep_until(deadline)),
-        Some(handle.id()),
+        Some(runtime.id()),
     )
 }
 
@@ -210,5 +214,10 @@ mod tests {
             "follows the current one"
         );
         assert_eq!(for_timer.elsewhere, None, "stays on the timer's runtime");
+        // Outside any runtime (the timer's alive), no panic: it waits on the timer's.
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(here.poll_until(deadline, &mut cx).is_pending());
+        assert_eq!(here.elsewhere, None, "on the timer's runtime");
     }
 }

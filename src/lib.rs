@@ -55,10 +55,10 @@
 //! poll rather than at once: the move wakes nothing (tokio-util's wakes the task if the wheel
 //! slot it waits on next has already begun, and one of its tests asserts that wake), and
 //! a queue not polled before the old deadline wakes its task once then with nothing due,
-//! where tokio-util's does not. The [`time`] module's docs list every difference, those
-//! the tests do not meet too, in the migration table: each tokio, tokio-util, hyper-util,
+//! where tokio-util's does not. The [`time`] module's docs list every difference, also
+//! those no such test meets: its migration table gives each tokio, tokio-util, hyper-util,
 //! tower, tower-http, axum and tonic name, its counterpart here, and what differs in
-//! behaviour or cost.
+//! behaviour or cost, and the notes below the table the rest.
 //!
 //! For the periodic and keyed halves of a service's timers, [`Interval`] replaces
 //! `tokio::time::Interval` (same semantics, one wheel entry for its life, plus
@@ -127,9 +127,10 @@
 //! - **Exactly once.** A delayed task either runs once or is cancelled once
 //!   ([`DelayedTask::cancel`] returns `true` only for the call that stopped it).
 //! - **Bad input gets an answer**: zero and past deadlines complete on the first poll;
-//!   `Duration::MAX` and other overflowing deadlines saturate (a sleep, interval period or
-//!   delayed task waits 30 years at most, as Tokio caps its sleeps; a timeout of a duration
-//!   too large to add never elapses, as Tokio's) and never panic on the overflow;
+//!   `Duration::MAX` and other overflowing deadlines saturate (the duration of a sleep,
+//!   interval period or delayed task is capped at 30 years, as Tokio 1.54 caps its sleeps'; a
+//!   timeout of a duration too large to add never elapses, as Tokio's) and never panic on
+//!   the overflow;
 //!   a full timer returns [`TimerError::Full`] from the `try_*` methods (every waiting timer
 //!   takes a slot, a timeout that never elapses too: a shutdown must resolve it); a panicking
 //!   delayed task is caught and reported as [`DelayedError::is_panic`].

@@ -19,7 +19,8 @@ use crate::timer::Timer;
 /// Waits until `duration` has elapsed, on the current runtime's default timer.
 ///
 /// Equivalent to `sleep_wheel_until(Instant::now() + duration)`, with `duration` capped at
-/// about 30 years (so `Duration::MAX` too), as in Tokio. A zero duration completes on the
+/// about 30 years (so `Duration::MAX` too), as in Tokio (since 1.54; an earlier Tokio caps
+/// only a duration too large to add). A zero duration completes on the
 /// first poll without touching the wheel. The timer fires at or after the deadline, never
 /// before: in paused time exactly at it if it falls on Tokio's 1 ms grid, else at the grid's
 /// next millisecond (paused time advances to where Tokio's timer wakes the driver: a

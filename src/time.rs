@@ -59,9 +59,9 @@
 //! is the same for a deadline that passed (one cut short by a timer's shutdown says so). The
 //! panics of a timer made outside a runtime, or on one without a time driver, carry this
 //! crate's messages, not Tokio's (a `#[should_panic(expected = ...)]` written for
-//! Tokio's text needs its own); a zero interval period's message contains Tokio's. So do a
-//! [`DelayQueue`](crate::DelayQueue)'s panics for a key that names no item (tokio-util's say
-//! "invalid key" or "Invalid index"). A
+//! Tokio's text needs its own); a zero interval period's message contains Tokio's. A
+//! [`DelayQueue`](crate::DelayQueue)'s panics for a key that names no item carry this crate's
+//! messages too (tokio-util's say "invalid key" or "Invalid index"). A
 //! [`timeout`] of a duration too large to add (`Duration::MAX`) still takes its timer, so it
 //! panics outside a runtime, or on one without a time driver, where Tokio's sets none and
 //! needs neither; in exchange the timer's shutdown resolves it. An

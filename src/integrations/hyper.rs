@@ -77,7 +77,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::timer_ref::TimerRef;
-use crate::clock::deadline_after;
+use crate::clock::sleep_deadline;
 use crate::fallback::TokioSleep;
 use crate::{Sleep, Timer, TimerError};
 
@@ -195,7 +195,7 @@ impl hyper::rt::Timer for HyperTimer {
         Box::pin(match self.timer.bounded() {
             None => WheelSleep::wheel(&self.timer, self.timer.sleep(duration)),
             Some(t) => WheelSleep::on(t, t.try_sleep(duration), || {
-                deadline_after(t.now(), duration)
+                sleep_deadline(t.now(), duration)
             }),
         })
     }

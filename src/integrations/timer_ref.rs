@@ -41,7 +41,8 @@ impl TimerRef {
     }
 
     /// A timeout whose delay is a sleep of `duration`, as tower's and tower-http's timeouts
-    /// are (a duration too large to add means about 30 years, not "never" as for `timeout`).
+    /// are (a duration over about 30 years means 30 years, as a Tokio sleep's, not "never"
+    /// as for `timeout`).
     #[cfg(any(feature = "tower", feature = "http"))] // the timeout layers
     pub(crate) fn timeout<F: std::future::IntoFuture>(
         &self,
@@ -76,7 +77,7 @@ impl TimerRef {
     ) -> Result<crate::Timeout<F::IntoFuture>, crate::TimerError> {
         match self
             .bounded()
-            .map(|t| t.try_timeout_delay_until(crate::clock::deadline_after(t.now(), duration)))
+            .map(|t| t.try_timeout_delay_until(crate::clock::sleep_deadline(t.now(), duration)))
         {
             None | Some(Err(crate::TimerError::Shutdown)) if clock_first => {
                 let sleep = self.sleep(duration);

@@ -14,7 +14,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-use crate::clock::deadline_after;
+use crate::clock::sleep_deadline;
 use crate::integrations::timer_ref::TimerRef;
 use crate::{Sleep, Timer};
 
@@ -195,7 +195,7 @@ where
         let sleep = match me.sleep {
             Some(sleep) => {
                 if *me.moved {
-                    let deadline = deadline_after(Instant::now(), *me.timeout);
+                    let deadline = sleep_deadline(Instant::now(), *me.timeout);
                     if sleep.shard().is_shutdown() {
                         // Its timer shut down since the last wait: a new timer, as at the
                         // first wait (with the default timer, the runtime's new one), rather
@@ -212,7 +212,7 @@ where
                 sleep
             }
             None => {
-                let deadline = deadline_after(Instant::now(), *me.timeout);
+                let deadline = sleep_deadline(Instant::now(), *me.timeout);
                 let new = match me.timer.try_timeout_delay_until(deadline) {
                     Ok(new) => new,
                     Err(e) => return full(e),
