@@ -127,9 +127,9 @@ impl Arm {
         !std::mem::replace(&mut state.running, true)
     }
 
-    /// Runner side, unwinding: gives up the role, leaving pending work (and a pass, so that
-    /// what the interrupted one had not fired is fired) for the next request, which becomes
-    /// the runner.
+    /// Runner side, unwinding (or on a thread that cannot pass: see `Driver::run`): gives up
+    /// the role, leaving pending work (and a pass, so that what the interrupted one had not
+    /// fired is fired) for the next request, which becomes the runner.
     pub(crate) fn abandon(&self) {
         let mut state = lock(&self.state);
         state.pending |= PASS | REARM;

@@ -423,6 +423,16 @@ impl Driver {
             if self.is_shutdown() {
                 continue; // shutdown disarmed the alarm; nothing is left to fire
             }
+            if work & PASS != 0 && self.clock_unreadable_here() {
+                // A pass here would count from the last pass's time (see `now_on_runtime`),
+                // while Tokio's sleep, on the runtime's clock, may say the alarm is due:
+                // passing and re-arming here again and again would find nothing new, for
+                // ever. The role and the work go to the runtime, whose task passes there.
+                self.arm.abandon();
+                std::mem::forget(runner);
+                self.wake_on_runtime();
+                return;
+            }
             if work & PASS != 0 {
                 self.pass();
             }
@@ -474,11 +484,21 @@ impl Driver {
             // A thread exiting, its Tokio context gone: a task of the runtime wakes the driver
             // there, where the pass it makes sets the alarm. (A runtime shutting down drops
             // the task, and shuts the timer down itself.)
-            Set::NoContext => {
-                let waker = self.waker.clone();
-                drop(self.runtime.spawn(async move { waker.wake() }));
-            }
+            Set::NoContext => self.wake_on_runtime(),
         }
+    }
+
+    /// Whether a pass on this thread cannot read the runtime's clock: where clocks can pause
+    /// and Tokio's context here is destroyed (a thread exiting).
+    fn clock_unreadable_here(&self) -> bool {
+        self.clocks_can_pause
+            && matches!(Handle::try_current(), Err(e) if e.is_thread_local_destroyed())
+    }
+
+    /// Has a task of the timer's runtime wake the driver, whose pass then runs there.
+    fn wake_on_runtime(&self) {
+        let waker = self.waker.clone();
+        drop(self.runtime.spawn(async move { waker.wake() }));
     }
 
     /// Fires everything due now in every shard, then publishes the earliest expiration left.
