@@ -555,5 +555,6 @@ async fn an_http1_keep_alive_connection_makes_a_header_read_sleep_per_request() 
     conn.abort();
     let [sleeps, untils, resets] = counted;
     assert_eq!((sleeps, resets), (0, 0), "sleep_until {untils}");
-    assert!(untils >= 3, "one per request head: {untils}");
+    // One per request head, and one for the next head it waits for when the counts are read.
+    assert!((3..=4).contains(&untils), "one per request head: {untils}");
 }
