@@ -162,8 +162,7 @@ impl Alarm {
 
 /// Whether this thread's Tokio context is destroyed (its thread-locals are being dropped as
 /// it exits), so that no runtime can be entered here.
-#[cfg(not(loom))]
-fn no_context_here() -> bool {
+pub(super) fn no_context_here() -> bool {
     matches!(Handle::try_current(), Err(e) if e.is_thread_local_destroyed())
 }
 

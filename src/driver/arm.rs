@@ -14,8 +14,9 @@
 //!
 //! Work requests ([`Arm::request`], and [`Arm::lower`]'s) set flags and elect one runner: the
 //! thread that finds no runner becomes it and takes the flags ([`Arm::next_work`], through
-//! `Driver::run`, which gives the role up if the work unwinds) until none are left, giving up
-//! the role in the same step; the others return at once and the runner does their work. A
+//! `Driver::run`, which gives the role up, the work kept for the next runner, if the work
+//! unwinds or must run on the runtime instead: [`Arm::abandon`]) until none are left, giving
+//! up the role in the same step; the others return at once and the runner does their work. A
 //! request made from inside the runner's own work (Tokio firing the sleep while the runner
 //! re-arms it) just sets a flag, so nothing re-enters.
 //!
@@ -75,8 +76,9 @@ impl Arm {
     /// once it has released the shard's lock, it must call `Driver::run`, which takes the work
     /// with [`next_work`](Self::next_work) until it returns `None`). Done under the shard's
     /// lock so that any thread that sees the shard's wheel after this registration also finds
-    /// the driver armed for it, with a runner bound to set the alarm: a shard stages later
-    /// entries on that promise (`Wheel::stage_recent`).
+    /// the driver armed for it, with a runner bound to set the alarm (this thread, or a task
+    /// of the runtime it hands the work to): a shard stages later entries on that promise
+    /// (`Wheel::stage_recent`).
     pub(crate) fn lower(&self, head: u64) -> bool {
         // Fast path, no write to the shared line: the driver already wakes in time.
         if head >= self.armed_hint.load(Acquire) {

@@ -405,7 +405,8 @@ impl Driver {
     }
 
     /// Asks for `work`; if no other thread is the runner, does it (and whatever else is asked
-    /// meanwhile) on this thread.
+    /// meanwhile) on this thread, or, where this thread cannot read the runtime's clock, has
+    /// a task of the runtime do it (see [`run`](Self::run)).
     pub(crate) fn kick(&self, work: u8) {
         if !self.arm.request(work) {
             return; // the runner will see it
@@ -415,6 +416,8 @@ impl Driver {
 
     /// Does the work asked for (and whatever else is asked meanwhile) as the runner: for the
     /// thread [`kick`](Self::kick) or [`on_new_head`](Self::on_new_head) made the runner.
+    /// A pass asked where this thread cannot read the runtime's clock goes, with the role and
+    /// the rest of the work, to a task of the runtime.
     pub(crate) fn run(&self) {
         // Whatever unwinds out of the work (nothing should: user code is contained), the
         // runner role is given up, so the timer is never left without one.
@@ -428,8 +431,7 @@ impl Driver {
                 // while Tokio's sleep, on the runtime's clock, may say the alarm is due:
                 // passing and re-arming here again and again would find nothing new, for
                 // ever. The role and the work go to the runtime, whose task passes there.
-                self.arm.abandon();
-                std::mem::forget(runner);
+                drop(runner); // gives the role up, the work kept (`Arm::abandon`)
                 self.wake_on_runtime();
                 return;
             }
@@ -491,8 +493,7 @@ impl Driver {
     /// Whether a pass on this thread cannot read the runtime's clock: where clocks can pause
     /// and Tokio's context here is destroyed (a thread exiting).
     fn clock_unreadable_here(&self) -> bool {
-        self.clocks_can_pause
-            && matches!(Handle::try_current(), Err(e) if e.is_thread_local_destroyed())
+        self.clocks_can_pause && alarm::no_context_here()
     }
 
     /// Has a task of the timer's runtime wake the driver, whose pass then runs there.
@@ -583,7 +584,8 @@ impl Driver {
     }
 }
 
-/// Gives up the runner role if the runner's work unwinds.
+/// Gives up the runner role, the work kept for the next runner, when dropped: if the
+/// runner's work unwinds, or when `run` hands the work to the runtime.
 struct RunnerGuard<'a>(&'a arm::Arm);
 
 impl Drop for RunnerGuard<'_> {
