@@ -477,18 +477,24 @@ thread_local! {
     static AT_EXIT: std::cell::RefCell<Option<AtExit>> = const { std::cell::RefCell::new(None) };
 }
 
-/// A timer whose alarm is first set from a thread whose Tokio context is already destroyed
-/// (a sleep first polled in a thread-local's destructor as its thread exits) cannot make its
-/// Tokio sleep there: it sets it from its runtime instead, and goes on. Before, Tokio's panic
-/// there was taken for the runtime refusing timers, and the whole timer shut down.
-#[test]
-fn a_timer_first_armed_as_a_thread_exits_goes_on() {
+/// A multi-thread runtime of one worker (a real clock) and a timer built on it.
+fn one_worker_with_a_timer() -> (tokio::runtime::Runtime, Timer) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_time()
         .build()
         .unwrap();
     let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    (rt, timer)
+}
+
+/// A timer whose alarm is first set from a thread whose Tokio context is already destroyed
+/// (a sleep first polled in a thread-local's destructor as its thread exits) cannot make its
+/// Tokio sleep there: it sets it from its runtime instead, and goes on. Before, Tokio's panic
+/// there was taken for the runtime refusing timers, and the whole timer shut down.
+#[test]
+fn a_timer_first_armed_as_a_thread_exits_goes_on() {
+    let (rt, timer) = one_worker_with_a_timer();
     // Made here: with Tokio's `test-util`, once any runtime of the process has paused its
     // clock, reading the clock where Tokio's context is destroyed panics (the sleep's first
     // poll reads the timer's clock its own way).
@@ -531,12 +537,7 @@ fn a_timer_first_armed_as_a_thread_exits_goes_on() {
 /// goes to the runtime, which fires the sleep, in a pass or two.
 #[test]
 fn a_pass_due_on_a_thread_without_tokios_context_does_not_spin() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_time()
-        .build()
-        .unwrap();
-    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    let (rt, timer) = one_worker_with_a_timer();
     // The alarm is set (an hour away); registering passes nothing.
     let far = {
         let _entered = rt.enter();
