@@ -91,7 +91,10 @@ impl TokioSleep {
     #[track_caller]
     pub(crate) fn poll_until(&mut self, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
         let moved = match self.elsewhere {
-            None => self.shard.runtime_gone(),
+            // One made here waits on the timer's runtime only while none is current.
+            None => {
+                self.shard.runtime_gone() || (self.follows_current && Handle::try_current().is_ok())
+            }
             // Which runtimes still live is not known: the current one does.
             Some(id) => Handle::try_current().map_or(true, |h| h.id() != id),
         };
@@ -219,5 +222,11 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         assert!(here.poll_until(deadline, &mut cx).is_pending());
         assert_eq!(here.elsewhere, None, "on the timer's runtime");
+        // And polled within one again, it follows that one again.
+        second.block_on(poll_fn(|cx| {
+            assert!(here.poll_until(deadline, cx).is_pending());
+            Poll::Ready(())
+        }));
+        assert_eq!(here.elsewhere, Some(second.handle().id()), "follows again");
     }
 }
