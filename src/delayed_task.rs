@@ -538,7 +538,9 @@ impl<T> DelayedTask<T> {
     /// spawning it again: a lease renewed, a retry pushed back. Returns `true` if the task
     /// waits for the new deadline; `false` (and nothing changes but
     /// [`deadline`](DelayedTask::deadline)) if it has already started, finished, been
-    /// cancelled, or its timer shut down.
+    /// cancelled, or its timer shut down, or if its deadline has come: a firing pass has
+    /// taken it out of the wheel to start it, and it starts soon after (a
+    /// [`cancel`](DelayedTask::cancel) made in between still stops it).
     ///
     /// A later deadline within the time its wheel slot covers costs one comparison under the
     /// shard's lock: the task stays where it is and is re-filed lazily when that slot comes.

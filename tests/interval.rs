@@ -1037,9 +1037,8 @@ async fn a_reset_that_brings_the_tick_nearer_wakes_the_waiting_task() {
         assert_pending!(poll_next(&mut i)); // waits for the tick a minute away
         reset(&mut i);
         assert!(i.is_woken(), "{name} did not wake the waiting task");
-        let now = Instant::now();
-        assert_ready!(poll_next(&mut i));
-        assert_eq!(Instant::now(), now);
+        let tick = assert_ready!(poll_next(&mut i));
+        assert!(tick <= Instant::now(), "{name}: a tick for a later instant");
     }
 
     // After a shutdown the interval waits on Tokio's timer: a reset to a nearer instant
