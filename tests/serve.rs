@@ -716,6 +716,62 @@ async fn max_age_drains_http1_with_connection_close() {
     task.abort();
 }
 
+/// A body that never ends in small frames, always ready: hyper writes it for as long as the
+/// client reads, spending its task's whole cooperative budget at every poll.
+struct EndlessSmall;
+
+impl http_body::Body for EndlessSmall {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+            b"0123456789abcdef",
+        )))))
+    }
+}
+
+/// The maximum age, and the shutdown timeout counted from it, cut an HTTP/1 response streamed
+/// as fast as the client reads it: the connection's limits do not wait for budget that hyper,
+/// polled first in the same task, spends at every poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_age_cuts_a_response_streamed_as_fast_as_it_is_read() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let app = tower::service_fn(|_req: Request<Incoming>| async {
+        Ok::<_, Infallible>(Response::new(EndlessSmall))
+    });
+    let s = serve(listener, app)
+        .max_connection_age(ms(300))
+        .shutdown_timeout(ms(300));
+    let addr = s.local_addr().unwrap();
+    let metrics = s.metrics();
+    let task = tokio::spawn(s.into_future());
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let mut buf = vec![0; 1 << 20];
+    let mut read = 0;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => break,
+            Ok(Ok(n)) => read += n,
+            Err(_) => panic!("the response stalled: {metrics:?}"),
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "still streaming after 5 s ({read} bytes), limits 300 + 300 ms: {metrics:?}"
+        );
+    }
+    assert!(read > 0, "nothing was streamed");
+    closed(&metrics, CloseReason::ShutdownTimeout).await;
+    task.abort();
+}
+
 /// At its maximum age, an HTTP/2 connection gets GOAWAY: the stream in flight finishes, then the
 /// connection closes.
 #[tokio::test]

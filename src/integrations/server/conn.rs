@@ -433,7 +433,12 @@ pub(crate) async fn run<S, B>(
                         return Poll::Ready(Event::NoTimer(e));
                     }
                 }
-                if Pin::new(&mut *s).poll(cx).is_ready() {
+                // Without the cooperative budget: hyper, polled just before in this task,
+                // may spend all of it at every poll (an HTTP/1 response whose body is always
+                // ready, written as fast as the client reads), and a due limit that waited
+                // for budget would then never be seen (as Tokio's `Timeout` polls its delay
+                // unconstrained when the inner future spent the budget).
+                if s.poll_unbudgeted(cx).is_ready() {
                     if !s.is_shutdown() {
                         return Poll::Ready(Event::Due);
                     }
@@ -443,7 +448,7 @@ pub(crate) async fn run<S, B>(
                     // was shut down, the limits cannot be timed any more.
                     match ctx.try_sleep_until(at) {
                         Ok(new) if !new.shard().is_shutdown() => {
-                            if Pin::new(sleep.insert(new)).poll(cx).is_ready() {
+                            if sleep.insert(new).poll_unbudgeted(cx).is_ready() {
                                 return Poll::Ready(Event::Due);
                             }
                         }
