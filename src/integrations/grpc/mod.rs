@@ -7,7 +7,12 @@
 //!   [`Deadline`] as a request extension and as [`Deadline::current`]. Only the handler's
 //!   future is timed, as by tonic's server: a response whose headers went out in time (a
 //!   server stream included) streams on past the deadline, and the stream does not see
-//!   [`Deadline::current`]; bound it yourself with the request's [`Deadline`].
+//!   [`Deadline::current`]; bound it yourself with the request's [`Deadline`]. Every request
+//!   it wraps is answered as a gRPC call (as by tonic's server-wide timeout), whatever its
+//!   `content-type`: on a router that also serves REST routes, layer it onto the gRPC routes
+//!   only (a slow REST request under it would get HTTP 200 with `grpc-status: 4` and an empty
+//!   body), and under gRPC-Web's translating layer (such as tonic-web's), whose clients expect
+//!   `application/grpc-web` back.
 //! - [`PropagateDeadlineLayer`] (client side) sets `grpc-timeout` on outgoing requests from the
 //!   deadline of the request being served, so a deadline holds through a chain of services.
 //! - [`parse_grpc_timeout`] and [`format_grpc_timeout`] are the header's codec.

@@ -26,6 +26,14 @@ thread_local! {
     static TIMERS_CREATED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
+/// A new timer for a body's wait, until `deadline` (every one a body makes comes from here,
+/// so the unit test can count them).
+fn new_timer(timer: &TimerRef, deadline: Instant) -> Result<Sleep, crate::TimerError> {
+    #[cfg(test)]
+    TIMERS_CREATED.with(|n| n.set(n.get() + 1));
+    timer.try_timeout_delay_until(deadline)
+}
+
 /// The error of a [`TimeoutBody`] that waited longer than its limit for a frame.
 ///
 /// # Examples
@@ -200,7 +208,7 @@ where
                         // Its timer shut down since the last wait: a new timer, as at the
                         // first wait (with the default timer, the runtime's new one), rather
                         // than one that fails the body at once.
-                        match me.timer.try_timeout_delay_until(deadline) {
+                        match new_timer(me.timer, deadline) {
                             Ok(new) => *sleep = new,
                             Err(e) => return full(e),
                         }
@@ -213,12 +221,10 @@ where
             }
             None => {
                 let deadline = sleep_deadline(Instant::now(), *me.timeout);
-                let new = match me.timer.try_timeout_delay_until(deadline) {
+                let new = match new_timer(me.timer, deadline) {
                     Ok(new) => new,
                     Err(e) => return full(e),
                 };
-                #[cfg(test)]
-                TIMERS_CREATED.with(|n| n.set(n.get() + 1));
                 me.sleep.insert(new)
             }
         };
@@ -227,6 +233,8 @@ where
         if sleep.is_shutdown() && me.timer.is_default() {
             // The runtime's default timer shut down before the deadline: the rest is waited on
             // the runtime's new default timer, as `IdleTimeout` does, not reported as a timeout.
+            #[cfg(test)]
+            TIMERS_CREATED.with(|n| n.set(n.get() + 1));
             *sleep = crate::sleep_wheel_until(sleep.deadline()).into_timeout_delay();
             ready!(Pin::new(&mut *sleep).poll(cx));
         }
