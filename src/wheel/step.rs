@@ -18,9 +18,6 @@ pub(crate) struct Stats {
     pub(crate) heap_pops: u64,
     /// Entries put on the staging list rather than in a bucket when inserted.
     pub(crate) staged: u64,
-    /// Entries [`next_deadline`](super::Wheel::next_deadline) looked at in its walks of the
-    /// staging list and the buckets.
-    pub(crate) deadline_walks: u64,
 }
 
 /// An entry handed out by [`Wheel::poll`](super::Wheel::poll).

@@ -1195,6 +1195,13 @@ fn run_model_on(size: usize, tick: u64, ops: Vec<Op>, mode: Mode) {
             Op::NextDeadline => {
                 let busy = !wheel.due.is_empty() || wheel.flushing.is_some();
                 let got = wheel.next_deadline();
+                // The cached answer (what a `DelayQueue` asks, with the cache kept by the
+                // peeks and the filings noted since) is the walk's.
+                assert_eq!(
+                    wheel.next_deadline_cached(&mut peeked),
+                    got,
+                    "next deadline, cached"
+                );
                 if busy && model.earliest().is_some() {
                     assert_eq!(got, Some(wheel.now()), "next deadline with work at hand");
                 } else {
