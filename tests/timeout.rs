@@ -828,3 +828,41 @@ async fn a_pass_wakes_timeouts_after_the_sleeps_due_with_them() {
         "one pass, at 101 ms"
     );
 }
+
+/// A timeout answered in time leaves nothing for a paused clock to advance to: while the
+/// runtime then waits on something that is not a timer (a thread), Tokio's auto-advance does
+/// not move the clock to the cancelled deadline, as with Tokio's own timeout. A sleep dropped
+/// early does the same.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_timer_does_not_move_a_paused_clock() {
+    async fn wait_for_a_thread() -> Duration {
+        let start = Instant::now();
+        let (tx, rx) = oneshot::channel();
+        std::thread::spawn(move || {
+            std::thread::sleep(ms(50));
+            tx.send(()).unwrap();
+        });
+        rx.await.unwrap();
+        start.elapsed()
+    }
+    let answered = timeout(Duration::from_secs(3600), async {
+        tokio::task::yield_now().await;
+        1
+    });
+    assert_eq!(answered.await, Ok(1));
+    assert_eq!(pending_now(), 0);
+    let moved = wait_for_a_thread().await;
+    assert!(
+        moved < Duration::from_secs(1),
+        "the paused clock moved {moved:?}"
+    );
+
+    let mut sleep = task::spawn(tokio_timing_wheel::sleep_wheel(Duration::from_secs(600)));
+    assert_pending!(sleep.poll());
+    drop(sleep);
+    let moved = wait_for_a_thread().await;
+    assert!(
+        moved < Duration::from_secs(1),
+        "the paused clock moved {moved:?}"
+    );
+}
