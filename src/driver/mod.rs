@@ -85,9 +85,6 @@ pub(crate) struct Driver {
     /// The runtime shut down (or refused the alarm while shutting down): its time driver
     /// must not be used again; see [`runtime_gone`](Self::runtime_gone).
     runtime_gone: AtomicBool,
-    /// A pass was asked of the runtime for a shard a cancel emptied, and none has begun since
-    /// (see [`on_shard_emptied`](Self::on_shard_emptied)): one asked is enough.
-    refresh_asked: std::sync::atomic::AtomicBool,
     /// `usize::MAX` means unlimited (and `reserved` is never touched).
     max_pending: usize,
     reserved: AtomicUsize,
@@ -226,7 +223,6 @@ impl Driver {
             shutdown: AtomicBool::new(false),
             shutdown_at: AtomicU64::new(u64::MAX),
             runtime_gone: AtomicBool::new(false),
-            refresh_asked: std::sync::atomic::AtomicBool::new(false),
             lateness: LatenessCounters::default(),
             max_pending,
             reserved: AtomicUsize::new(0),
@@ -402,26 +398,6 @@ impl Driver {
         self.arm.lower(head)
     }
 
-    /// A cancel left a shard with nothing waiting. Where clocks can pause, the alarm still
-    /// set for the cancelled deadline would let Tokio's auto-advance move a paused clock to
-    /// that deadline, which nothing waits for, when the runtime idles on something else (a
-    /// thread, real I/O), where Tokio's own cancelled timer leaves nothing to advance to: a
-    /// task of the runtime runs a pass (never this thread: a cancel wakes nothing), which
-    /// finds nothing due and re-arms for what the other shards wait for, or drops the alarm.
-    /// Where clocks cannot pause, the alarm is left as it is: one pass that finds nothing,
-    /// at the old deadline. One pass asked and not begun yet serves every such cancel (a
-    /// loop of timeouts answered in time asks once, not once each).
-    #[inline]
-    pub(crate) fn on_shard_emptied(&self) {
-        if self.clocks_can_pause
-            && self.arm.armed_by(u64::MAX - 1)
-            && !self.is_shutdown()
-            && !self.refresh_asked.swap(true, AcqRel)
-        {
-            self.wake_on_runtime();
-        }
-    }
-
     /// Whether the driver is armed to wake (and pass) no later than wheel time `at`.
     #[inline]
     pub(crate) fn armed_by(&self, at: u64) -> bool {
@@ -529,9 +505,6 @@ impl Driver {
     /// Fires everything due now in every shard, then publishes the earliest expiration left.
     /// Runner only.
     fn pass(&self) {
-        // Every shard is looked at from here on: a cancel that empties one later asks again.
-        self.refresh_asked
-            .store(false, std::sync::atomic::Ordering::Release);
         let now = self.clock.now_to_units(self.now());
         self.passes.fetch_add(1, Relaxed);
         self.passed_through.store(now, Relaxed);

@@ -286,13 +286,9 @@ impl Shard {
     /// and gives the slot back if it was pending.
     fn remove_under(&self, mut wheel: MutexGuard<'_, Locked>, key: Key) -> Option<Waker> {
         let waker = wheel.remove(key);
-        let emptied = waker.is_some() && wheel.waits_for_nothing();
         drop(wheel);
         if waker.is_some() {
             self.driver.release(1);
-        }
-        if emptied {
-            self.driver.on_shard_emptied();
         }
         waker
     }

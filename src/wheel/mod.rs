@@ -237,11 +237,6 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         self.entries.is_empty()
     }
 
-    /// Whether no entry waits for a time (none, or only parked ones): nothing needs a wake.
-    pub(crate) fn waits_for_nothing(&self) -> bool {
-        self.entries.len() == self.parked_len
-    }
-
     /// Number of levels currently allocated.
     pub(crate) fn levels(&self) -> usize {
         self.levels.len()
