@@ -44,6 +44,15 @@
 //! clock by whole milliseconds from where it stands, so once a sub-millisecond `advance` has
 //! left the clock off the grid, a timer fires up to 1 ms later still, as Tokio's own do.
 //!
+//! **Behavioural difference: a cancelled timer's alarm.** A timer dropped before its deadline
+//! (a timeout answered in time) leaves the wheel at once, but the alarm set for it stays set
+//! until then, and its firing pass finds nothing. On a running clock that is one wakeup; in
+//! paused time, a runtime that then waits on something other than a timer (a thread, real
+//! I/O) has its clock auto-advanced to that deadline, where Tokio's cancelled timer leaves
+//! nothing to advance to. A test that waits so after its timeouts were answered should not
+//! count on the paused clock standing still (Tokio's own auto-advance already moves it to
+//! any timer still pending then).
+//!
 //! **Behavioural difference: a first poll after the deadline.** A [`sleep`] or [`timeout`]
 //! first polled only after its deadline has passed reads no clock: unless the timer's last
 //! firing pass already went past the deadline, it returns `Pending` with its task already
