@@ -23,8 +23,15 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// A body that never ends: 64 KiB frames for ever (a client that never reads cannot drain it).
-struct Endless;
+/// A body that never ends, its frame again and again, always ready: 64 KiB frames (see
+/// [`Endless::large`]) a client that never reads cannot drain.
+struct Endless(Bytes);
+
+impl Endless {
+    fn large() -> Endless {
+        Endless(Bytes::from(vec![b'x'; 64 * 1024]))
+    }
+}
 
 impl http_body::Body for Endless {
     type Data = Bytes;
@@ -34,7 +41,7 @@ impl http_body::Body for Endless {
         self: Pin<&mut Self>,
         _: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![b'x'; 64 * 1024])))))
+        Poll::Ready(Some(Ok(Frame::data(self.0.clone()))))
     }
 }
 
@@ -106,7 +113,9 @@ async fn app(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
         ))));
     }
     if path == "/endless" {
-        return Ok(Response::new(http_body_util::Either::Right(Endless)));
+        return Ok(Response::new(http_body_util::Either::Right(
+            Endless::large(),
+        )));
     }
     Ok(Response::new(http_body_util::Either::Left(Full::from(
         "ok",
@@ -716,32 +725,18 @@ async fn max_age_drains_http1_with_connection_close() {
     task.abort();
 }
 
-/// A body that never ends in small frames, always ready: hyper writes it for as long as the
-/// client reads, spending its task's whole cooperative budget at every poll.
-struct EndlessSmall;
-
-impl http_body::Body for EndlessSmall {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
-            b"0123456789abcdef",
-        )))))
-    }
-}
-
 /// The maximum age, and the shutdown timeout counted from it, cut an HTTP/1 response streamed
-/// as fast as the client reads it: the connection's limits do not wait for budget that hyper,
-/// polled first in the same task, spends at every poll.
+/// as fast as the client reads it (small frames, always ready: hyper writes them for as long
+/// as the client reads, spending its task's whole cooperative budget at every poll): the
+/// connection's limits do not wait for budget that hyper, polled first in the same task,
+/// spends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_age_cuts_a_response_streamed_as_fast_as_it_is_read() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let app = tower::service_fn(|_req: Request<Incoming>| async {
-        Ok::<_, Infallible>(Response::new(EndlessSmall))
+        Ok::<_, Infallible>(Response::new(Endless(Bytes::from_static(
+            b"0123456789abcdef",
+        ))))
     });
     let s = serve(listener, app)
         .max_connection_age(ms(300))
