@@ -151,7 +151,10 @@ async fn duration_max_saturates_to_the_far_future_and_fires_only_there() {
 
 #[tokio::test(start_paused = true)]
 async fn far_deadline_on_nanosecond_tick_timer_never_fires() {
-    // 1000 years of 1 ns ticks does not fit in u64: the tick saturates.
+    // 1000 years in 1 ns ticks does not fit in u64: the deadline's wheel time saturates at
+    // the horizon (about 584 years), which time never reaches, rather than wrapping to some
+    // earlier time. Stepped past the horizon itself below, so a wrapped deadline (anywhere
+    // short of it) would have fired.
     let timer = Timer::builder()
         .tick(Duration::from_nanos(1))
         .build()
@@ -169,6 +172,12 @@ async fn far_deadline_on_nanosecond_tick_timer_never_fires() {
     assert_pending!(far.poll());
     assert_pending!(max.poll());
     assert_eq!(timer.pending(), 2);
+    tokio::time::advance(Duration::from_secs(585 * 365 * 86_400)).await;
+    step_for(DAY, SHORT_SETTLE_YIELDS).await;
+    assert_pending!(far.poll(), "a saturated deadline fired");
+    // A sleep's duration is capped at about 30 years, as Tokio's (an instant is not).
+    assert_ready!(max.poll());
+    assert_eq!(timer.pending(), 1);
 }
 
 #[tokio::test(start_paused = true)]

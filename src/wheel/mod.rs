@@ -197,8 +197,8 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// Relinks an entry moved later than the slot of its bucket at once, rather than when the
     /// bucket expires: for an owner that wakes at [`next_expiration`](Self::next_expiration),
     /// which a bucket left holding only entries moved away would wake for nothing. (An owner
-    /// that wakes at [`next_deadline`](Self::next_deadline) never does, and keeps the cheaper
-    /// lazy move.)
+    /// that wakes at [`next_deadline_cached`](Self::next_deadline_cached) never does, and
+    /// keeps the cheaper lazy move.)
     pub(crate) fn relink_later(&mut self) {
         self.relink_later = true;
     }

@@ -287,9 +287,11 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
         Some(best)
     }
 
-    /// [`next_deadline`](Self::next_deadline), answered from `cache` (the one
-    /// [`peek_cached`](Self::peek_cached) keeps) while it lasts: after hand-outs, removals,
-    /// passes, and inserts and reschedules the owner [noted](PeekCache::note_filed), no walk.
+    /// The earliest deadline of the entries waiting, as the test-only `next_deadline` finds
+    /// it by a walk (exactly; the wheel's time if an entry is due), answered from `cache`
+    /// (the one [`peek_cached`](Self::peek_cached) keeps) while it lasts: after hand-outs,
+    /// removals, passes, and inserts and reschedules the owner
+    /// [noted](PeekCache::note_filed), no walk.
     /// An owner that moves its first entry later again and again (an idle-connection queue
     /// whose connections are active in turn) walks its crowded buckets once in a while, not
     /// once per move: the walk keeps the earliest eighth of what it saw sorted.
