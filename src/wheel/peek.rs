@@ -254,8 +254,8 @@ impl<T, P: Persistence<T>> Wheel<T, P> {
     /// start), this is when the first entry is due: for an owner whose
     /// every wakeup reaches a task that must not be woken for nothing. Costs a look at every
     /// bucket and a walk of those that start before the answer, every call: the reference
-    /// [`next_deadline_cached`](Self::next_deadline_cached), which owners use, is tested
-    /// against.
+    /// that [`next_deadline_cached`](Self::next_deadline_cached), which owners use, is
+    /// tested against.
     #[cfg(test)]
     pub(crate) fn next_deadline(&mut self) -> Option<u64> {
         if self.entries.len() == self.parked_len {
